@@ -1,0 +1,20 @@
+// Host launchers for the functors of kernels/common/elementwise.hpp.
+#pragma once
+
+#include <cstddef>
+
+#include "core/dtype.hpp"
+
+namespace lpsgd::kernels::cpu {
+
+/// Runs f(i) for i in [0, n) on the calling thread.
+template <class F>
+inline void launch(size_t n, const F& f) {
+  for (size_t i = 0; i < n; ++i) f(i);
+}
+
+void reduce_add(DType t, void* out, const void* a, const void* b, size_t n);
+void scale(DType t, void* x, double alpha, size_t n);
+void axpy(DType t, void* y, double alpha, const void* x, size_t n);
+
+}  // namespace lpsgd::kernels::cpu

@@ -1,0 +1,88 @@
+#include "core/cli.hpp"
+
+#include <cmath>
+#include <fstream>
+#include <iostream>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+
+namespace lpsgd::cli {
+
+bool parse(int argc, char** argv, const po::options_description& desc, po::variables_map& vm,
+           const std::string& usage, const po::positional_options_description* positional) {
+  po::options_description common("General");
+  common.add_options()("help,h", "show this help and exit")(
+      "config", po::value<std::string>()->value_name("FILE"),
+      "read options from an INI file (name = value); the command line wins");
+  po::options_description all;
+  all.add(desc).add(common);
+  try {
+    po::command_line_parser parser(argc, argv);
+    parser.options(all);
+    if (positional) parser.positional(*positional);
+    po::store(parser.run(), vm);  // stored first, so the command line wins
+    if (vm.count("help")) {
+      if (log::rank() == 0) std::cout << usage << "\n\n" << all << std::flush;
+      return false;
+    }
+    if (vm.count("config")) {
+      const std::string file = vm["config"].as<std::string>();
+      std::ifstream in(file);
+      if (!in) LPSGD_USAGE_ERROR("cannot open config file '" << file << "'");
+      po::store(po::parse_config_file(in, desc, /*allow_unregistered=*/false), vm);
+    }
+    po::notify(vm);
+  } catch (const po::error& e) {
+    LPSGD_USAGE_ERROR(e.what() << " (see '" << argv[0] << " --help')");
+  }
+  return true;
+}
+
+uint64_t parse_bytes(const std::string& text) {
+  if (text.empty()) LPSGD_USAGE_ERROR("empty size");
+  size_t pos = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &pos);
+  } catch (const std::exception&) {
+    LPSGD_USAGE_ERROR("bad size '" << text << "' (use e.g. 4096, 64K, 16M, 1G)");
+  }
+  std::string suffix = text.substr(pos);
+  double mult = 1;
+  if (suffix == "" || suffix == "B") mult = 1;
+  else if (suffix == "K" || suffix == "k" || suffix == "KiB") mult = 1024.0;
+  else if (suffix == "M" || suffix == "m" || suffix == "MiB") mult = 1024.0 * 1024;
+  else if (suffix == "G" || suffix == "g" || suffix == "GiB") mult = 1024.0 * 1024 * 1024;
+  else LPSGD_USAGE_ERROR("bad size suffix in '" << text << "' (use K, M or G)");
+  if (!(value >= 0) || !std::isfinite(value))
+    LPSGD_USAGE_ERROR("size must be non-negative, got '" << text << "'");
+  return static_cast<uint64_t>(std::llround(value * mult));
+}
+
+std::string format_bytes(uint64_t bytes) {
+  const char* units[] = {"", "K", "M", "G"};
+  int u = 0;
+  while (u < 3 && bytes >= 1024 && bytes % 1024 == 0) {
+    bytes /= 1024;
+    ++u;
+  }
+  return std::to_string(bytes) + units[u];
+}
+
+std::vector<std::string> split_list(const std::string& text, char sep) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : text) {
+    if (c == sep) {
+      if (!cur.empty()) out.push_back(cur);
+      cur.clear();
+    } else if (c != ' ') {
+      cur += c;
+    }
+  }
+  if (!cur.empty()) out.push_back(cur);
+  return out;
+}
+
+}  // namespace lpsgd::cli

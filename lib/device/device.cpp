@@ -1,0 +1,42 @@
+#include "device/device.hpp"
+
+#include "device/cpu/cpu_device.hpp"
+#include "lpsgd/config.hpp"
+#if LPSGD_HAVE_CUDA
+#include "device/cuda/cuda_device.hpp"
+#endif
+
+namespace lpsgd {
+
+const char* device_kind_name(DeviceKind k) { return k == DeviceKind::Cpu ? "cpu" : "cuda"; }
+
+DeviceKind parse_device_kind(const std::string& name) {
+  if (name == "cpu") return DeviceKind::Cpu;
+  if (name == "cuda" || name == "gpu") {
+    if (!build::have_cuda)
+      LPSGD_USAGE_ERROR("--device cuda: this lpsgd was built without CUDA (nvcc not found at "
+                        "configure time); rebuild with the CUDA toolkit or use --device cpu");
+    return DeviceKind::Cuda;
+  }
+  LPSGD_USAGE_ERROR("unknown device '" << name << "' (use cpu or cuda)");
+}
+
+std::unique_ptr<Device> make_device(DeviceKind kind, int local_rank) {
+  if (kind == DeviceKind::Cpu) return std::make_unique<CpuDevice>();
+#if LPSGD_HAVE_CUDA
+  return make_cuda_device(local_rank);
+#else
+  (void)local_rank;
+  LPSGD_THROW("CUDA device requested but lpsgd was built without CUDA");
+#endif
+}
+
+int cuda_device_count() {
+#if LPSGD_HAVE_CUDA
+  return cuda_usable_device_count();
+#else
+  return 0;
+#endif
+}
+
+}  // namespace lpsgd

@@ -1,0 +1,169 @@
+// lib/core: errors, RNG (Philox known answers and reproducibility), option helpers.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+#include <string>
+
+#include "core/cli.hpp"
+#include "core/dtype.hpp"
+#include "core/error.hpp"
+#include "core/rng.hpp"
+#include "core/timer.hpp"
+
+using namespace lpsgd;
+
+TEST(Error, CarriesFileLineAndMessage) {
+  try {
+    LPSGD_CHECK(1 + 1 == 3, "arithmetic is off by " << 1);
+    FAIL() << "LPSGD_CHECK did not throw";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.message(), "arithmetic is off by 1");
+    EXPECT_NE(std::string(e.file()).find("test_core.cpp"), std::string::npos);
+    EXPECT_GT(e.line(), 0);
+    EXPECT_EQ(e.kind(), ErrorKind::Runtime);
+    EXPECT_NE(e.where().find("test_core.cpp:"), std::string::npos);
+  }
+  EXPECT_NO_THROW(LPSGD_CHECK(true, "never"));
+}
+
+TEST(Error, UsageKind) {
+  try {
+    LPSGD_USAGE_ERROR("bad option");
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Usage);
+  }
+}
+
+// Known-answer vectors of Philox4x32-10 from the Random123 distribution.
+TEST(Rng, PhiloxKnownAnswers) {
+  auto a = Philox4x32::generate(0, 0, 0, 0, 0, 0);
+  EXPECT_EQ(a.v[0], 0x6627e8d5u);
+  EXPECT_EQ(a.v[1], 0xe169c58du);
+  EXPECT_EQ(a.v[2], 0xbc57ac4cu);
+  EXPECT_EQ(a.v[3], 0x9b00dbd8u);
+  auto b = Philox4x32::generate(~0u, ~0u, ~0u, ~0u, ~0u, ~0u);
+  EXPECT_EQ(b.v[0], 0x408f276du);
+  EXPECT_EQ(b.v[1], 0x41c83b0eu);
+  EXPECT_EQ(b.v[2], 0xa20bc7c6u);
+  EXPECT_EQ(b.v[3], 0x6d5451fdu);
+  auto c = Philox4x32::generate(0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u,
+                                0xa4093822u, 0x299f31d0u);
+  EXPECT_EQ(c.v[0], 0xd16cfe09u);
+  EXPECT_EQ(c.v[1], 0x94fdccebu);
+  EXPECT_EQ(c.v[2], 0x5001e420u);
+  EXPECT_EQ(c.v[3], 0x24126ea1u);
+}
+
+TEST(Rng, StreamsAreReproducibleAndDistinct) {
+  Rng a(42, 7), b(42, 7), c(42, 8), d(43, 7);
+  for (int i = 0; i < 100; ++i) {
+    const uint32_t x = a.next_u32();
+    EXPECT_EQ(x, b.next_u32());
+    (void)c;
+  }
+  Rng a2(42, 7), c2(42, 8), d2(43, 7);
+  int same_stream = 0, same_seed = 0;
+  for (int i = 0; i < 100; ++i) {
+    const uint32_t x = a2.next_u32();
+    same_stream += x == c2.next_u32();
+    same_seed += x == d2.next_u32();
+  }
+  EXPECT_LT(same_stream, 3);
+  EXPECT_LT(same_seed, 3);
+  (void)d;
+}
+
+TEST(Rng, CounterRestoresPosition) {
+  Rng a(1, 2);
+  for (int i = 0; i < 17; ++i) a.next_u32();
+  Rng b(1, 2, a.counter());
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(a.next_u32(), b.next_u32());
+}
+
+TEST(Rng, UniformAndNormalMoments) {
+  Rng r(123, 0);
+  const int n = 200000;
+  double su = 0, sn = 0, sn2 = 0;
+  std::set<uint32_t> below;
+  for (int i = 0; i < n; ++i) {
+    const float u = r.uniform();
+    ASSERT_GE(u, 0.0f);
+    ASSERT_LT(u, 1.0f);
+    su += static_cast<double>(u);
+    const double z = r.normal();
+    ASSERT_TRUE(std::isfinite(z));
+    sn += z;
+    sn2 += z * z;
+    const uint32_t k = r.below(7);
+    ASSERT_LT(k, 7u);
+    below.insert(k);
+  }
+  EXPECT_NEAR(su / n, 0.5, 0.005);
+  EXPECT_NEAR(sn / n, 0.0, 0.01);
+  EXPECT_NEAR(sn2 / n, 1.0, 0.02);
+  EXPECT_EQ(below.size(), 7u);
+}
+
+TEST(Cli, ParseBytes) {
+  EXPECT_EQ(cli::parse_bytes("0"), 0u);
+  EXPECT_EQ(cli::parse_bytes("4096"), 4096u);
+  EXPECT_EQ(cli::parse_bytes("64K"), 65536u);
+  EXPECT_EQ(cli::parse_bytes("64M"), 64ull << 20);
+  EXPECT_EQ(cli::parse_bytes("1G"), 1ull << 30);
+  EXPECT_EQ(cli::parse_bytes("1.5M"), 1572864u);
+  EXPECT_THROW(cli::parse_bytes("12Q"), Error);
+  EXPECT_THROW(cli::parse_bytes("abc"), Error);
+  EXPECT_THROW(cli::parse_bytes("-4K"), Error);
+  EXPECT_EQ(cli::format_bytes(64ull << 20), "64M");
+  EXPECT_EQ(cli::format_bytes(1000), "1000");
+}
+
+TEST(Cli, SplitList) {
+  EXPECT_EQ(cli::split_list("lp,mst,,be"), (std::vector<std::string>{"lp", "mst", "be"}));
+  EXPECT_TRUE(cli::split_list("").empty());
+}
+
+TEST(Cli, ConfigFileAndCommandLinePrecedence) {
+  const std::string path = ::testing::TempDir() + "lpsgd_cli_test.ini";
+  {
+    FILE* f = std::fopen(path.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs("epochs = 7\nlr = 0.5\n", f);
+    std::fclose(f);
+  }
+  namespace po = cli::po;
+  po::options_description desc("t");
+  int epochs = 0;
+  double lr = 0;
+  desc.add_options()("epochs", po::value<int>(&epochs)->default_value(1), "")(
+      "lr", po::value<double>(&lr)->default_value(0.1), "");
+  std::string a0 = "train", a1 = "--config", a2 = path, a3 = "--epochs", a4 = "3";
+  char* argv[] = {a0.data(), a1.data(), a2.data(), a3.data(), a4.data()};
+  po::variables_map vm;
+  ASSERT_TRUE(cli::parse(5, argv, desc, vm, "usage"));
+  EXPECT_EQ(epochs, 3);    // command line wins
+  EXPECT_DOUBLE_EQ(lr, 0.5);  // from the file
+
+  std::string b3 = "--bogus";
+  char* bad[] = {a0.data(), b3.data()};
+  po::variables_map vm2;
+  EXPECT_THROW(cli::parse(2, bad, desc, vm2, "usage"), Error);
+  std::remove(path.c_str());
+}
+
+TEST(DType, NamesAndSizes) {
+  EXPECT_EQ(parse_dtype("float"), DType::F32);
+  EXPECT_EQ(parse_dtype("double"), DType::F64);
+  EXPECT_EQ(parse_dtype("int32"), DType::I32);
+  EXPECT_THROW(parse_dtype("half"), Error);
+  EXPECT_EQ(dtype_size(DType::F64), 8u);
+}
+
+TEST(Timer, Monotonic) {
+  Timer t;
+  const double a = t.elapsed_s();
+  const double b = t.elapsed_s();
+  EXPECT_GE(b, a);
+  EXPECT_GE(a, 0.0);
+}
