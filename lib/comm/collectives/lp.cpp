@@ -1,0 +1,278 @@
+// Linear-pipelined (LP) broadcast, reduce and allreduce along the chain.
+//
+// The message is cut into k blocks of b bytes. Every collective is one machine
+// with a centre c:
+//   bcast     c = root; blocks flow outward from c, left and right at once.
+//   reduce    c = root; partial sums flow inward from both ends to c.
+//   allreduce c = middle of the chain; partial sums flow inward, and every
+//             block finished at c turns straight around and flows outward, so
+//             both directions of every link are busy at the same time.
+// For a rank left of c the "outer" neighbour is its left one and the "inner"
+// its right one (mirrored right of c); c itself has two outer neighbours.
+//
+// Per block j, a rank:
+//   reduce phase:  waits for the partial sum from its outer neighbour, adds its
+//                  own block (one pass, written straight into the inner link's
+//                  send slot) and passes it inward; c adds both partials to its
+//                  own block: out = (left + mine) + right.
+//   bcast phase:   receives the finished block from its inner neighbour into
+//                  out (MPI links deliver there directly) and forwards it outward.
+// The sum order is fixed by chain position, so every rank ends with the same
+// bits, run after run. At most W blocks are in flight per link direction.
+#include <algorithm>
+#include <array>
+#include <memory>
+#include <sstream>
+
+#include "comm/collectives/factory.hpp"
+#include "comm/communicator.hpp"
+#include "core/error.hpp"
+
+namespace lpsgd::comm {
+namespace {
+
+class LpCollective final : public Collective {
+ public:
+  LpCollective(Communicator& c, const CollArgs& a, size_t block_bytes)
+      : Collective(c, a, Algo::Lp, block_bytes), dev_(c.device()) {
+    const Chain& ch = c.chain();
+    P_ = ch.size();
+    pos_ = ch.pos();
+    esize_ = dtype_size(a.dtype);
+    LPSGD_CHECK(block_bytes >= esize_ && block_bytes % esize_ == 0,
+                "LP block of " << block_bytes << " bytes is not a whole number of "
+                               << dtype_name(a.dtype) << " elements");
+    elems_ = block_bytes / esize_;
+    k_ = (a.count + elems_ - 1) / elems_;
+    center_ = a.kind == CollKind::Allreduce ? (P_ - 1) / 2 : a.root;
+    reduce_ = a.kind != CollKind::Bcast;
+    bcast_ = a.kind != CollKind::Reduce;
+    in_ = static_cast<const char*>(a.in ? a.in : a.out);
+    out_ = static_cast<char*>(a.out);
+    if (a.kind == CollKind::Reduce && pos_ != center_) out_ = nullptr;  // not written
+    LPSGD_CHECK(!(pos_ == center_ || bcast_) || out_ || a.count == 0,
+                coll_name(a.kind) << ": rank " << pos_ << " needs an output buffer");
+    LPSGD_CHECK(!(reduce_ || pos_ == center_) || in_ || a.count == 0,
+                coll_name(a.kind) << ": rank " << pos_ << " needs an input buffer");
+    Link* left = c.left_link();
+    Link* right = c.right_link();
+    if (pos_ < center_) {
+      outer_[0] = left;
+      inner_ = right;
+    } else if (pos_ > center_) {
+      outer_[0] = right;
+      inner_ = left;
+    } else {
+      outer_[0] = left;
+      outer_[1] = right;
+    }
+  }
+
+ private:
+  size_t block_elems(size_t j) const { return std::min(elems_, args_.count - j * elems_); }
+  size_t block_bytes_of(size_t j) const { return block_elems(j) * esize_; }
+  const char* in_block(size_t j) const { return in_ + j * elems_ * esize_; }
+  char* out_block(size_t j) const { return out_ + j * elems_ * esize_; }
+  uint64_t o_rx(int o, size_t j) const { return rx_base_o_[o] + j; }
+  uint64_t o_tx(int o, size_t j) const { return tx_base_o_[o] + j; }
+  uint64_t i_rx(size_t j) const { return rx_base_i_ + j; }
+  uint64_t i_tx(size_t j) const { return tx_base_i_ + j; }
+
+  // Block numbers continue from where the link's previous collective ended.
+  void on_start() override {
+    for (int o = 0; o < 2; ++o)
+      if (outer_[o]) {
+        rx_base_o_[o] = outer_[o]->rx_base();
+        tx_base_o_[o] = outer_[o]->tx_base();
+      }
+    if (inner_) {
+      rx_base_i_ = inner_->rx_base();
+      tx_base_i_ = inner_->tx_base();
+    }
+  }
+
+  bool on_progress(bool& moved) override {
+    for (bool again = true; again;) {
+      again = false;
+      if (reduce_) again |= step_reduce();
+      if (bcast_) again |= step_bcast();
+      moved |= again;
+    }
+    return finished();
+  }
+
+  // ---- reduce phase: partial sums flow inward --------------------------------
+  bool step_reduce() {
+    bool moved = false;
+    while (r_done_ < k_) {
+      // Keep receives for partial sums from the outer neighbours posted, W ahead.
+      for (int o = 0; o < 2; ++o) {
+        Link* L = outer_[o];
+        if (!L) continue;
+        while (r_posted_[o] < k_ && L->can_recv(o_rx(o, r_posted_[o]))) {
+          L->post_recv(o_rx(o, r_posted_[o]), block_bytes_of(r_posted_[o]), nullptr);
+          ++r_posted_[o];
+          moved = true;
+        }
+      }
+      const size_t j = r_done_;
+      const void* part[2] = {nullptr, nullptr};
+      for (int o = 0; o < 2; ++o)
+        if (outer_[o] && !(part[o] = outer_[o]->test_recv(o_rx(o, j)))) return moved;
+      const size_t n = block_elems(j);
+      if (inner_) {
+        // Not the centre: my partial = outer partial + mine, passed inward.
+        if (!inner_->can_send(i_tx(j))) return moved;
+        if (part[0]) {
+          void* dst = inner_->send_slot(i_tx(j));
+          dev_.reduce_add(args_.dtype, dst, part[0], in_block(j), n);
+          outer_[0]->release_recv(o_rx(0, j));
+          inner_->post_send(i_tx(j), dst, block_bytes_of(j));
+        } else {
+          // Chain end: my own block is the partial sum (MPI sends it in place).
+          inner_->post_send(i_tx(j), in_block(j), block_bytes_of(j));
+        }
+      } else {
+        // The centre: out = (left + mine) + right, the fixed order.
+        const void* acc = in_block(j);
+        if (part[0]) {
+          dev_.reduce_add(args_.dtype, out_block(j), part[0], acc, n);
+          acc = out_block(j);
+        }
+        if (part[1]) {
+          dev_.reduce_add(args_.dtype, out_block(j), acc, part[1], n);
+          acc = out_block(j);
+        }
+        if (acc != out_block(j)) dev_.copy(out_block(j), acc, block_bytes_of(j));
+        if (args_.op == ReduceOp::Avg) dev_.scale(args_.dtype, out_block(j), 1.0 / P_, n);
+        for (int o = 0; o < 2; ++o)
+          if (part[o]) outer_[o]->release_recv(o_rx(o, j));
+      }
+      ++r_done_;
+      moved = true;
+    }
+    return moved;
+  }
+
+  // ---- bcast phase: finished blocks flow outward --------------------------------
+  bool step_bcast() {
+    bool moved = false;
+    if (inner_) {
+      // Receive finished blocks from the inner neighbour straight into out.
+      // With a reduce phase, block j's receive waits until my partial for j has
+      // left, since in and out may be the same memory.
+      while (b_posted_ < k_ && inner_->can_recv(i_rx(b_posted_)) &&
+             (!reduce_ || (r_done_ > b_posted_ && inner_->send_done(i_tx(b_posted_))))) {
+        inner_->post_recv(i_rx(b_posted_), block_bytes_of(b_posted_), out_block(b_posted_));
+        ++b_posted_;
+        moved = true;
+      }
+      while (b_ready_ < b_posted_) {
+        const size_t j = b_ready_;
+        const void* d = inner_->test_recv(i_rx(j));
+        if (!d) break;
+        if (d != out_block(j)) dev_.copy(out_block(j), d, block_bytes_of(j));
+        inner_->release_recv(i_rx(j));
+        ++b_ready_;
+        moved = true;
+      }
+    } else {
+      // The centre: blocks are ready once reduced (allreduce) or at once (bcast,
+      // where the root also copies its input to its output if they differ).
+      if (args_.kind == CollKind::Bcast) {
+        const size_t before = b_ready_;
+        if (in_ != out_)
+          while (b_ready_ < k_) {
+            dev_.copy(out_block(b_ready_), in_block(b_ready_), block_bytes_of(b_ready_));
+            ++b_ready_;
+            if (b_ready_ % 4 == 0) break;  // keep sends flowing between copies
+          }
+        else
+          b_ready_ = k_;
+        moved |= b_ready_ != before;
+      } else {
+        b_ready_ = r_done_;
+      }
+    }
+    // Forward ready blocks outward.
+    for (int o = 0; o < 2; ++o) {
+      Link* L = outer_[o];
+      if (!L) continue;
+      while (b_sent_[o] < b_ready_ && L->can_send(o_tx(o, b_sent_[o]))) {
+        const size_t j = b_sent_[o];
+        L->post_send(o_tx(o, j), out_block(j), block_bytes_of(j));
+        ++b_sent_[o];
+        moved = true;
+      }
+    }
+    return moved;
+  }
+
+  bool finished() {
+    if (reduce_ && r_done_ < k_) return false;
+    if (bcast_) {
+      if (b_ready_ < k_) return false;
+      for (int o = 0; o < 2; ++o)
+        if (outer_[o] && b_sent_[o] < k_) return false;
+    }
+    // Every send must have left before the caller may touch the buffers.
+    const size_t W = static_cast<size_t>(comm_.options().window);
+    for (size_t j = k_ > W ? k_ - W : 0; j < k_; ++j) {
+      if (inner_ && reduce_ && !inner_->send_done(i_tx(j))) return false;
+      for (int o = 0; o < 2; ++o)
+        if (outer_[o] && bcast_ && !outer_[o]->send_done(o_tx(o, j))) return false;
+    }
+    if (!advanced_) {
+      // Number the next collective's blocks after this one's.
+      for (int o = 0; o < 2; ++o)
+        if (outer_[o]) outer_[o]->advance(bcast_ ? k_ : 0, reduce_ ? k_ : 0);
+      if (inner_) inner_->advance(reduce_ ? k_ : 0, bcast_ ? k_ : 0);
+      advanced_ = true;
+    }
+    return true;
+  }
+
+  std::string waiting_for() const override {
+    std::ostringstream os;
+    auto side = [&](const Link* L) { return L->peer() < pos_ ? "left" : "right"; };
+    if (reduce_ && r_done_ < k_) {
+      for (int o = 0; o < 2; ++o)
+        if (outer_[o])
+          os << "partial sum of block " << r_done_ << " from rank " << outer_[o]->peer() << " ("
+             << side(outer_[o]) << " neighbour) ";
+      if (inner_)
+        os << "or a free slot towards rank " << inner_->peer() << " (" << side(inner_)
+           << " neighbour)";
+      return os.str();
+    }
+    if (bcast_ && inner_ && b_ready_ < k_)
+      os << "finished block " << b_ready_ << " from rank " << inner_->peer() << " ("
+         << side(inner_) << " neighbour)";
+    else
+      os << "outstanding sends of the last blocks to the outer neighbours";
+    return os.str();
+  }
+
+  Device& dev_;
+  int P_ = 1, pos_ = 0, center_ = 0;
+  size_t esize_ = 4, elems_ = 1, k_ = 0;
+  bool reduce_ = false, bcast_ = false, advanced_ = false;
+  const char* in_ = nullptr;
+  char* out_ = nullptr;
+  std::array<Link*, 2> outer_{nullptr, nullptr};
+  Link* inner_ = nullptr;
+  uint64_t rx_base_o_[2] = {0, 0}, tx_base_o_[2] = {0, 0};
+  uint64_t rx_base_i_ = 0, tx_base_i_ = 0;
+  size_t r_posted_[2] = {0, 0};
+  size_t r_done_ = 0;
+  size_t b_posted_ = 0, b_ready_ = 0;
+  size_t b_sent_[2] = {0, 0};
+};
+
+}  // namespace
+
+std::unique_ptr<Collective> make_lp(Communicator& c, const CollArgs& a, size_t block_bytes) {
+  return std::make_unique<LpCollective>(c, a, block_bytes);
+}
+
+}  // namespace lpsgd::comm

@@ -1,0 +1,66 @@
+// The MPI library's own MPI_Bcast / MPI_Reduce / MPI_Allreduce, behind the
+// same handle, for comparison. The call blocks inside start-up of the handle.
+#include <climits>
+#include <memory>
+
+#include "comm/collectives/factory.hpp"
+#include "comm/communicator.hpp"
+#include "core/error.hpp"
+
+namespace lpsgd::comm {
+namespace {
+
+MPI_Datatype mpi_type(DType t) {
+  switch (t) {
+    case DType::F32: return MPI_FLOAT;
+    case DType::F64: return MPI_DOUBLE;
+    case DType::I32: return MPI_INT32_T;
+  }
+  return MPI_BYTE;
+}
+
+class MpiCollective final : public Collective {
+ public:
+  MpiCollective(Communicator& c, const CollArgs& a) : Collective(c, a, Algo::Mpi, 0) {
+    LPSGD_CHECK(a.count <= static_cast<size_t>(INT_MAX), "mpi: count above INT_MAX");
+  }
+
+ private:
+  void on_start() override {
+    MPI_Comm comm = comm_.p2p_comm();
+    const int n = static_cast<int>(args_.count);
+    const MPI_Datatype t = mpi_type(args_.dtype);
+    const bool root = comm_.rank() == args_.root;
+    const void* in = args_.in ? args_.in : args_.out;
+    const bool in_place = in == args_.out;
+    Device& dev = comm_.device();
+    switch (args_.kind) {
+      case CollKind::Bcast:
+        if (root && !in_place) dev.copy(args_.out, in, args_.count * dtype_size(args_.dtype));
+        MPI_CHECK(MPI_Bcast(args_.out, n, t, args_.root, comm));
+        break;
+      case CollKind::Reduce:
+        MPI_CHECK(MPI_Reduce(root && in_place ? MPI_IN_PLACE : in, args_.out, n, t, MPI_SUM,
+                             args_.root, comm));
+        if (root && args_.op == ReduceOp::Avg) dev.scale(args_.dtype, args_.out, 1.0 / comm_.size(), args_.count);
+        break;
+      case CollKind::Allreduce:
+        MPI_CHECK(MPI_Allreduce(in_place ? MPI_IN_PLACE : in, args_.out, n, t, MPI_SUM, comm));
+        if (args_.op == ReduceOp::Avg) dev.scale(args_.dtype, args_.out, 1.0 / comm_.size(), args_.count);
+        break;
+    }
+  }
+  bool on_progress(bool& moved) override {
+    moved = true;
+    return true;
+  }
+  std::string waiting_for() const override { return "the MPI library"; }
+};
+
+}  // namespace
+
+std::unique_ptr<Collective> make_mpi(Communicator& c, const CollArgs& a) {
+  return std::make_unique<MpiCollective>(c, a);
+}
+
+}  // namespace lpsgd::comm

@@ -1,0 +1,109 @@
+#include "comm/collectives/schedule.hpp"
+
+#include <climits>
+#include <sstream>
+
+#include "comm/communicator.hpp"
+#include "core/error.hpp"
+
+namespace lpsgd::comm {
+
+namespace {
+constexpr int kTag = 7;
+}
+
+void Schedule::exchange(int send_peer, Region s, int recv_peer, Region r,
+                        std::vector<LocalOp> after) {
+  Step& st = next();
+  if (s.len) st.sends.push_back({send_peer, s});
+  if (r.len) st.recvs.push_back({recv_peer, r});
+  for (auto& op : after)
+    if (op.dst.len) st.after.push_back(op);
+}
+
+ScheduleCollective::ScheduleCollective(Communicator& c, const CollArgs& a, Algo algo,
+                                       Schedule schedule)
+    : Collective(c, a, algo, 0), sched_(std::move(schedule)), esize_(dtype_size(a.dtype)) {
+  const size_t bytes = a.count * esize_;
+  LPSGD_CHECK(bytes <= static_cast<size_t>(INT_MAX),
+              algo_name(algo) << " handles messages below 2 GiB; got " << bytes << " bytes");
+  base_[static_cast<int>(Buf::In)] = const_cast<char*>(static_cast<const char*>(a.in ? a.in : a.out));
+  base_[static_cast<int>(Buf::Out)] = static_cast<char*>(a.out);
+  // Scratch buffers grow once to the largest message (reserve_scratch() grows them up front).
+  bool uses[4] = {false, false, false, false};
+  for (const Step& s : sched_.steps) {
+    for (const Xfer& x : s.sends) uses[static_cast<int>(x.r.buf)] = true;
+    for (const Xfer& x : s.recvs) uses[static_cast<int>(x.r.buf)] = true;
+    for (const LocalOp& op : s.after) {
+      uses[static_cast<int>(op.dst.buf)] = uses[static_cast<int>(op.a.buf)] = true;
+      if (op.kind == LocalOp::Add) uses[static_cast<int>(op.b.buf)] = true;
+    }
+  }
+  if (uses[static_cast<int>(Buf::ScratchA)]) base_[2] = static_cast<char*>(c.scratch(0, bytes));
+  if (uses[static_cast<int>(Buf::ScratchB)]) base_[3] = static_cast<char*>(c.scratch(1, bytes));
+}
+
+char* ScheduleCollective::ptr(const Region& r) const {
+  return base_[static_cast<int>(r.buf)] + r.off * esize_;
+}
+
+void ScheduleCollective::post(const Step& s) {
+  MPI_Comm comm = comm_.p2p_comm();
+  reqs_.assign(s.sends.size() + s.recvs.size(), MPI_REQUEST_NULL);
+  size_t i = 0;
+  for (const Xfer& x : s.recvs)
+    MPI_CHECK(MPI_Irecv(ptr(x.r), static_cast<int>(x.r.len * esize_), MPI_BYTE, x.peer, kTag,
+                        comm, &reqs_[i++]));
+  for (const Xfer& x : s.sends)
+    MPI_CHECK(MPI_Isend(ptr(x.r), static_cast<int>(x.r.len * esize_), MPI_BYTE, x.peer, kTag,
+                        comm, &reqs_[i++]));
+}
+
+void ScheduleCollective::run_local(const Step& s) {
+  Device& dev = comm_.device();
+  for (const LocalOp& op : s.after) {
+    switch (op.kind) {
+      case LocalOp::Add:
+        dev.reduce_add(args_.dtype, ptr(op.dst), ptr(op.a), ptr(op.b), op.dst.len);
+        break;
+      case LocalOp::Copy:
+        dev.copy(ptr(op.dst), ptr(op.a), op.dst.len * esize_);
+        break;
+      case LocalOp::Scale:
+        dev.scale(args_.dtype, ptr(op.dst), op.alpha, op.dst.len);
+        break;
+    }
+  }
+}
+
+bool ScheduleCollective::on_progress(bool& moved) {
+  while (cur_ < sched_.steps.size()) {
+    const Step& s = sched_.steps[cur_];
+    if (!posted_) {
+      post(s);
+      posted_ = true;
+      moved = true;
+    }
+    int all = 1;
+    if (!reqs_.empty())
+      MPI_CHECK(MPI_Testall(static_cast<int>(reqs_.size()), reqs_.data(), &all, MPI_STATUSES_IGNORE));
+    if (!all) return false;
+    run_local(s);
+    ++cur_;
+    posted_ = false;
+    moved = true;
+  }
+  return true;
+}
+
+std::string ScheduleCollective::waiting_for() const {
+  std::ostringstream os;
+  if (cur_ >= sched_.steps.size()) return "nothing";
+  const Step& s = sched_.steps[cur_];
+  os << "round " << cur_ << " of " << sched_.steps.size() << ":";
+  for (const Xfer& x : s.recvs) os << " receive of " << x.r.len << " elements from rank " << x.peer;
+  for (const Xfer& x : s.sends) os << " send of " << x.r.len << " elements to rank " << x.peer;
+  return os.str();
+}
+
+}  // namespace lpsgd::comm

@@ -1,0 +1,173 @@
+#include "comm/communicator.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "comm/collectives/factory.hpp"
+#include "comm/links/mpi_link.hpp"
+#include "comm/links/shm_link.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+
+namespace lpsgd::comm {
+
+namespace {
+constexpr int kTagNoticeFromLeft = 21;
+constexpr int kTagNoticeFromRight = 22;
+constexpr int kTagDataRightwards = 1;
+constexpr int kTagDataLeftwards = 2;
+}  // namespace
+
+Communicator::Communicator(MPI_Comm parent, Device& dev, CommOptions opts)
+    : dev_(dev), opts_(std::move(opts)) {
+  LPSGD_CHECK(opts_.window >= 1 && opts_.window <= ShmControl::kMaxWindow,
+              "--window must be in [1, " << ShmControl::kMaxWindow << "], got " << opts_.window);
+  LPSGD_CHECK(opts_.slot_bytes >= 8, "slot size must be at least 8 bytes");
+  chain_ = std::make_unique<Chain>(parent, opts_.links, opts_.ranks_per_node);
+  MPI_CHECK(MPI_Comm_dup(chain_->comm(), &ctrl_comm_));
+  MPI_CHECK(MPI_Comm_dup(chain_->comm(), &p2p_comm_));
+  MPI_CHECK(MPI_Comm_dup(chain_->comm(), &link_comm_));
+
+  const bool shm_left = chain_->left_kind() == LinkKind::Shm;
+  const bool shm_right = chain_->right_kind() == LinkKind::Shm;
+  if (dev.kind() == DeviceKind::Cpu)
+    arena_ = std::make_unique<ShmArena>(*chain_, opts_.window, opts_.slot_bytes, shm_left || shm_right);
+  LPSGD_CHECK(!(shm_left || shm_right) || arena_,
+              "peer links for " << device_kind_name(dev.kind()) << " buffers are not built yet; "
+                                << "use --links mpi");
+
+  const int pos = chain_->pos();
+  if (chain_->has_left()) {
+    if (shm_left)
+      links_[0] = std::make_unique<ShmLink>(dev, *arena_, pos, pos - 1, ShmArena::kToLeft,
+                                            opts_.window, opts_.slot_bytes);
+    else
+      links_[0] = std::make_unique<MpiLink>(dev, link_comm_, pos - 1, opts_.window,
+                                            opts_.slot_bytes, kTagDataLeftwards, kTagDataRightwards);
+  }
+  if (chain_->has_right()) {
+    if (shm_right)
+      links_[1] = std::make_unique<ShmLink>(dev, *arena_, pos, pos + 1, ShmArena::kToRight,
+                                            opts_.window, opts_.slot_bytes);
+    else
+      links_[1] = std::make_unique<MpiLink>(dev, link_comm_, pos + 1, opts_.window,
+                                            opts_.slot_bytes, kTagDataRightwards, kTagDataLeftwards);
+  }
+  post_error_recv(0);
+  post_error_recv(1);
+
+  // Cost model: rank 0 reads the calibration and everyone uses its numbers,
+  // so `auto` chooses the same algorithm and block everywhere.
+  if (pos == 0) model_ = CostModel::load_or_default(opts_.calibration_file);
+  std::array<double, CostModel::kParams> params = model_.params();
+  MPI_CHECK(MPI_Bcast(params.data(), CostModel::kParams, MPI_DOUBLE, 0, ctrl_comm_));
+  model_.set_params(params);
+  LPSGD_DEBUG("chain " << chain_->describe());
+}
+
+Communicator::~Communicator() {
+  for (auto& r : notice_req_)
+    if (r != MPI_REQUEST_NULL) {
+      MPI_Cancel(&r);
+      MPI_Request_free(&r);
+    }
+  for (auto& r : notice_send_)
+    if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
+  links_[0].reset();
+  links_[1].reset();
+  arena_.reset();
+  for (MPI_Comm* c : {&ctrl_comm_, &p2p_comm_, &link_comm_})
+    if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
+}
+
+void Communicator::post_error_recv(int side) {
+  const bool present = side == 0 ? chain_->has_left() : chain_->has_right();
+  if (!present) return;
+  const int peer = chain_->pos() + (side == 0 ? -1 : 1);
+  const int tag = side == 0 ? kTagNoticeFromLeft : kTagNoticeFromRight;
+  MPI_CHECK(MPI_Irecv(notice_in_[static_cast<size_t>(side)].data(), kNoticeBytes, MPI_CHAR, peer,
+                      tag, ctrl_comm_, &notice_req_[static_cast<size_t>(side)]));
+}
+
+void Communicator::check_errors() {
+  for (int side = 0; side < 2; ++side) {
+    MPI_Request& r = notice_req_[static_cast<size_t>(side)];
+    if (r == MPI_REQUEST_NULL) continue;
+    int arrived = 0;
+    MPI_CHECK(MPI_Test(&r, &arrived, MPI_STATUS_IGNORE));
+    if (!arrived) continue;
+    std::string text(notice_in_[static_cast<size_t>(side)].data(),
+                     strnlen(notice_in_[static_cast<size_t>(side)].data(), kNoticeBytes));
+    failed_ = true;
+    // Pass it on, away from where it came from, so it reaches the whole chain.
+    const int other = 1 - side;
+    const bool present = other == 0 ? chain_->has_left() : chain_->has_right();
+    if (present && notice_send_[static_cast<size_t>(other)] == MPI_REQUEST_NULL) {
+      auto& buf = notice_out_[static_cast<size_t>(other)];
+      std::memcpy(buf.data(), notice_in_[static_cast<size_t>(side)].data(), kNoticeBytes);
+      const int peer = chain_->pos() + (other == 0 ? -1 : 1);
+      const int tag = other == 0 ? kTagNoticeFromRight : kTagNoticeFromLeft;
+      MPI_Isend(buf.data(), kNoticeBytes, MPI_CHAR, peer, tag, ctrl_comm_,
+                &notice_send_[static_cast<size_t>(other)]);
+    }
+    LPSGD_THROW("aborted: " << text);
+  }
+  LPSGD_CHECK(!failed_, "communicator unusable after an earlier collective error");
+}
+
+void Communicator::report_error(const std::string& message) {
+  if (failed_) return;
+  failed_ = true;
+  std::string text = "rank " + std::to_string(chain_->pos()) + ": " + message;
+  for (int side = 0; side < 2; ++side) {
+    const bool present = side == 0 ? chain_->has_left() : chain_->has_right();
+    if (!present || notice_send_[static_cast<size_t>(side)] != MPI_REQUEST_NULL) continue;
+    auto& buf = notice_out_[static_cast<size_t>(side)];
+    buf.fill('\0');
+    std::memcpy(buf.data(), text.data(), std::min(text.size(), static_cast<size_t>(kNoticeBytes - 1)));
+    const int peer = chain_->pos() + (side == 0 ? -1 : 1);
+    const int tag = side == 0 ? kTagNoticeFromRight : kTagNoticeFromLeft;
+    MPI_Isend(buf.data(), kNoticeBytes, MPI_CHAR, peer, tag, ctrl_comm_,
+              &notice_send_[static_cast<size_t>(side)]);
+  }
+}
+
+void* Communicator::scratch(int which, size_t bytes) {
+  DeviceBuffer& b = scratch_[static_cast<size_t>(which)];
+  if (b.bytes() < bytes) b = DeviceBuffer(dev_, bytes);
+  return b.data();
+}
+
+void Communicator::reserve_scratch(size_t bytes) {
+  scratch(0, bytes);
+  scratch(1, bytes);
+}
+
+std::pair<Algo, size_t> Communicator::resolve(Algo algo, const CollArgs& args,
+                                              size_t block_bytes) const {
+  const size_t esize = dtype_size(args.dtype);
+  const size_t n = args.count * esize;
+  if (algo == Algo::Auto) algo = model_.best_algo(args.kind, n, size(), args.root, *chain_);
+  if (algo != Algo::Lp) return {algo, 0};
+  size_t b = block_bytes ? block_bytes
+                         : static_cast<size_t>(model_.best_block(args.kind, n, size(), args.root, *chain_));
+  b = std::min(b, opts_.slot_bytes);
+  b = std::max(esize, b / esize * esize);
+  return {algo, b};
+}
+
+std::unique_ptr<Collective> Communicator::create(Algo algo, const CollArgs& args,
+                                                 size_t block_bytes) {
+  LPSGD_CHECK(args.count == 0 || args.out || args.kind == CollKind::Reduce,
+              coll_name(args.kind) << ": no output buffer");
+  auto [a, b] = resolve(algo, args, block_bytes);
+  return make_collective(*this, a, args, b);
+}
+
+void Communicator::run(Algo algo, const CollArgs& args, size_t block_bytes) {
+  auto c = create(algo, args, block_bytes);
+  c->start();
+  c->wait();
+}
+
+}  // namespace lpsgd::comm

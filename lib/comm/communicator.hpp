@@ -1,0 +1,114 @@
+// Communicator: the chain, its links, scratch memory, the cost model and the
+// error channel — everything a collective needs, set up once per job so nothing
+// is allocated inside a collective.
+//
+//   Communicator comm(MPI_COMM_WORLD, device, opts);
+//   auto h = comm.create(Algo::Lp, {CollKind::Allreduce, in, out, n, DType::F32});
+//   h->start(); ... compute ... h->wait();
+//   comm.run(Algo::Auto, args);   // the same, blocking
+#pragma once
+
+#include <mpi.h>
+
+#include <array>
+#include <memory>
+#include <string>
+
+#include "comm/chain.hpp"
+#include "comm/collective.hpp"
+#include "comm/cost_model.hpp"
+#include "comm/link.hpp"
+#include "comm/types.hpp"
+#include "device/device.hpp"
+
+namespace lpsgd::comm {
+
+class ShmArena;
+
+struct CommOptions {
+  LinksMode links = LinksMode::Auto;
+  int ranks_per_node = 0;          ///< pretend-node size; 0: real nodes / LPSGD_RANKS_PER_NODE
+  int window = 4;                  ///< blocks in flight per link direction (W)
+  size_t slot_bytes = 1u << 20;    ///< largest LP block; W slots of this per link direction
+  double timeout_s = 300;          ///< --comm-timeout: a stall this long is an error
+  std::string calibration_file;    ///< α/β/γ file; empty: LPSGD_CALIBRATION or built-in defaults
+};
+
+class Communicator {
+ public:
+  /// Collective over `parent`: builds the chain, links and shared window.
+  Communicator(MPI_Comm parent, Device& dev, CommOptions opts = {});
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  const Chain& chain() const { return *chain_; }
+  Device& device() const { return dev_; }
+  const CommOptions& options() const { return opts_; }
+  const CostModel& model() const { return model_; }
+  int rank() const { return chain_->pos(); }
+  int size() const { return chain_->size(); }
+
+  /// A collective ready to start(). algo Auto is resolved by the cost model;
+  /// block_bytes 0 means the model's best LP block (clamped to the slot size).
+  std::unique_ptr<Collective> create(Algo algo, const CollArgs& args, size_t block_bytes = 0);
+  /// create + start + wait.
+  void run(Algo algo, const CollArgs& args, size_t block_bytes = 0);
+  /// The algorithm and block size create() would use.
+  std::pair<Algo, size_t> resolve(Algo algo, const CollArgs& args, size_t block_bytes) const;
+
+  /// Grows the scratch buffers the baselines use to `bytes` each, now rather
+  /// than on first use.
+  void reserve_scratch(size_t bytes);
+
+  // ---- for collectives ---------------------------------------------------------
+  Link* left_link() const { return links_[0].get(); }
+  Link* right_link() const { return links_[1].get(); }
+  MPI_Comm ctrl_comm() const { return ctrl_comm_; }  ///< signatures and error notices
+  MPI_Comm p2p_comm() const { return p2p_comm_; }    ///< baselines' messages
+  void* scratch(int which, size_t bytes);            ///< which: 0 or 1
+  uint64_t take_ticket() { return tickets_++; }
+  /// Throws if a neighbour reported an error (after passing the notice on).
+  void check_errors();
+  /// Tells both neighbours (and through them every rank) that this rank failed.
+  void report_error(const std::string& message);
+  bool failed() const { return failed_; }
+  /// Collectives move data one at a time, in start order: c may go when no
+  /// other is active and its ticket is the next one.
+  bool acquire(const Collective* c) {
+    if (active_ == c) return true;
+    if (active_ || c->ticket() != running_) return false;
+    active_ = c;
+    return true;
+  }
+  void release(const Collective* c) {
+    if (active_ != c) return;
+    active_ = nullptr;
+    ++running_;
+  }
+
+ private:
+  void post_error_recv(int side);
+
+  Device& dev_;
+  CommOptions opts_;
+  std::unique_ptr<Chain> chain_;
+  MPI_Comm ctrl_comm_ = MPI_COMM_NULL, p2p_comm_ = MPI_COMM_NULL, link_comm_ = MPI_COMM_NULL;
+  std::unique_ptr<ShmArena> arena_;
+  std::array<std::unique_ptr<Link>, 2> links_;  // [0] left, [1] right
+  CostModel model_;
+  std::array<DeviceBuffer, 2> scratch_;
+  uint64_t tickets_ = 0;   // handed out by Collective::start()
+  uint64_t running_ = 0;   // the ticket allowed to move data next
+
+  // Error notices: a persistent receive from each neighbour.
+  static constexpr int kNoticeBytes = 512;
+  std::array<std::array<char, kNoticeBytes>, 2> notice_in_{};
+  std::array<std::array<char, kNoticeBytes>, 2> notice_out_{};
+  std::array<MPI_Request, 2> notice_req_{MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  std::array<MPI_Request, 2> notice_send_{MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  bool failed_ = false;
+  const Collective* active_ = nullptr;
+};
+
+}  // namespace lpsgd::comm

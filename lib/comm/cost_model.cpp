@@ -1,0 +1,187 @@
+#include "comm/cost_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "comm/chain.hpp"
+#include "core/error.hpp"
+
+namespace lpsgd::comm {
+
+namespace {
+double log2ceil(int P) { return P <= 1 ? 0.0 : std::ceil(std::log2(static_cast<double>(P))); }
+int pof2_floor(int P) {
+  int p = 1;
+  while (p * 2 <= P) p *= 2;
+  return p;
+}
+// LP depth: hops from the farthest end of the chain to the centre.
+int lp_depth(CollKind kind, int P, int root) {
+  const int c = kind == CollKind::Allreduce ? (P - 1) / 2 : root;
+  return std::max(c, P - 1 - c);
+}
+// Pipeline start-up steps S in T = (S + k)(α + bβ').
+double lp_startup(CollKind kind, int P, int root) {
+  const int D = lp_depth(kind, P, root);
+  if (D == 0) return 0;
+  return kind == CollKind::Allreduce ? 2.0 * D - 1 : D - 1.0;
+}
+}  // namespace
+
+LinkMix LinkMix::of(const Chain& c) {
+  // The same answer on every rank, so that `auto` resolves identically.
+  LinkMix m;
+  bool same_node_pair = false;
+  for (int p = 0; p + 1 < c.size(); ++p) same_node_pair |= c.node_of(p) == c.node_of(p + 1);
+  m.shm = c.links() == LinksMode::Auto && same_node_pair;
+  m.mpi = c.links() == LinksMode::Mpi || c.nodes() > 1 || !m.shm;
+  return m;
+}
+
+bool supports(Algo algo, CollKind kind) {
+  return !(algo == Algo::Ring && kind != CollKind::Allreduce);
+}
+
+double CostModel::lp_alpha(LinkMix m) const {
+  return std::max(m.shm ? alpha_shm : 0.0, m.mpi ? alpha_mpi : 0.0);
+}
+double CostModel::lp_beta(LinkMix m) const {
+  return std::max(m.shm ? beta_shm : 0.0, m.mpi ? beta_mpi : 0.0);
+}
+
+double CostModel::predict(Algo algo, CollKind kind, double n, int P, int root, double block,
+                          LinkMix mix) const {
+  if (!supports(algo, kind)) return std::numeric_limits<double>::infinity();
+  if (algo == Algo::Mpi || algo == Algo::Auto) return std::numeric_limits<double>::quiet_NaN();
+  if (P <= 1 || n <= 0) return 0.0;
+  const double a = alpha_mpi, bt = beta_mpi, g = gamma;
+  const double frac = (P - 1.0) / P;
+  switch (algo) {
+    case Algo::Lp: {
+      const double la = lp_alpha(mix), lb = lp_beta(mix);
+      const double b = std::max(1.0, std::min(block, n));
+      const double k = std::ceil(n / b);
+      const double per_byte = kind == CollKind::Bcast ? lb : lb + g;
+      return (lp_startup(kind, P, root) + k) * (la + b * per_byte);
+    }
+    case Algo::Mst: {
+      const double L = log2ceil(P);
+      const double bcast = L * (a + n * bt), reduce = L * (a + n * (bt + g));
+      return kind == CollKind::Bcast ? bcast : kind == CollKind::Reduce ? reduce : bcast + reduce;
+    }
+    case Algo::Be: {
+      const int p2 = pof2_floor(P);
+      const double L2 = std::log2(static_cast<double>(p2));
+      const double f2 = (p2 - 1.0) / p2;
+      const double fold = P != p2 ? a + n * (bt + g) : 0.0;  // extra ranks fold in
+      if (kind == CollKind::Bcast)  // binomial scatter + ring allgather
+        return log2ceil(P) * a + frac * n * bt + (P - 1) * a + frac * n * bt;
+      if (kind == CollKind::Reduce)  // reduce-scatter + gather to the root
+        return fold + L2 * a + f2 * n * (bt + g) + a + f2 * n * bt;
+      return fold + 2 * L2 * a + 2 * f2 * n * bt + f2 * n * g + (P != p2 ? a + n * bt : 0.0);
+    }
+    case Algo::Ring:
+      return 2 * (P - 1) * (a + n / P * bt) + frac * n * g;
+    default:
+      return std::numeric_limits<double>::quiet_NaN();
+  }
+}
+
+double CostModel::best_block(CollKind kind, double n, int P, int root, LinkMix mix) const {
+  const double S = lp_startup(kind, P, root);
+  if (n <= 0) return 1;
+  if (S <= 0) return n;  // nothing to pipeline against: one block
+  const double per_byte = lp_beta(mix) + (kind == CollKind::Bcast ? 0.0 : gamma);
+  return std::max(1.0, std::sqrt(n * lp_alpha(mix) / (S * per_byte)));
+}
+
+Algo CostModel::best_algo(CollKind kind, double n, int P, int root, LinkMix mix) const {
+  Algo best = Algo::Lp;
+  double best_t = std::numeric_limits<double>::infinity();
+  for (Algo a : {Algo::Lp, Algo::Mst, Algo::Be, Algo::Ring}) {
+    const double b = a == Algo::Lp ? best_block(kind, n, P, root, mix) : 0.0;
+    const double t = predict(a, kind, n, P, root, b, mix);
+    if (t < best_t) {
+      best_t = t;
+      best = a;
+    }
+  }
+  return best;
+}
+
+void CostModel::set_params(const std::array<double, kParams>& p) {
+  alpha_shm = p[0];
+  beta_shm = p[1];
+  alpha_mpi = p[2];
+  beta_mpi = p[3];
+  gamma = p[4];
+}
+
+std::string CostModel::default_path() {
+  if (const char* e = std::getenv("LPSGD_CALIBRATION"); e && *e) return e;
+  const char* home = std::getenv("HOME");
+  return std::string(home && *home ? home : ".") + "/.cache/lpsgd/calibration.ini";
+}
+
+CostModel CostModel::load_or_default(const std::string& path_in) {
+  CostModel m;
+  const std::string path = path_in.empty() ? default_path() : path_in;
+  std::ifstream in(path);
+  if (!in) {
+    LPSGD_CHECK(path_in.empty(), "cannot open calibration file '" << path_in << "'");
+    return m;
+  }
+  std::string line;
+  int lineno = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (line.empty() || line[0] == '#' || line[0] == ';' || line[0] == '[') continue;
+    const auto eq = line.find('=');
+    LPSGD_CHECK(eq != std::string::npos,
+                path << ":" << lineno << ": expected 'name = value', got '" << line << "'");
+    std::string key = line.substr(0, eq);
+    key.erase(std::remove(key.begin(), key.end(), ' '), key.end());
+    double v = 0;
+    try {
+      v = std::stod(line.substr(eq + 1));
+    } catch (const std::exception&) {
+      LPSGD_THROW(path << ":" << lineno << ": bad number in '" << line << "'");
+    }
+    LPSGD_CHECK(v > 0 && std::isfinite(v), path << ":" << lineno << ": " << key << " must be positive");
+    if (key == "alpha_shm") m.alpha_shm = v;
+    else if (key == "beta_shm") m.beta_shm = v;
+    else if (key == "alpha_mpi") m.alpha_mpi = v;
+    else if (key == "beta_mpi") m.beta_mpi = v;
+    else if (key == "gamma") m.gamma = v;
+    // other keys (comments about how it was measured) are ignored
+  }
+  return m;
+}
+
+void CostModel::save(const std::string& path) const {
+  const auto slash = path.rfind('/');
+  if (slash != std::string::npos) {
+    std::error_code ec;
+    std::filesystem::create_directories(path.substr(0, slash), ec);
+  }
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    LPSGD_CHECK(out, "cannot write calibration file '" << tmp << "'");
+    out.precision(6);
+    out << "# lpsgd calibration: alpha in s, beta and gamma in s/byte\n"
+        << "alpha_shm = " << alpha_shm << "\nbeta_shm = " << beta_shm << "\n"
+        << "alpha_mpi = " << alpha_mpi << "\nbeta_mpi = " << beta_mpi << "\n"
+        << "gamma = " << gamma << "\n";
+    LPSGD_CHECK(out.good(), "error writing '" << tmp << "'");
+  }
+  LPSGD_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "cannot rename '" << tmp << "' to '" << path << "'");
+}
+
+}  // namespace lpsgd::comm

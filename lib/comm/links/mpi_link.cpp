@@ -1,0 +1,90 @@
+#include "comm/links/mpi_link.hpp"
+
+#include <climits>
+
+#include "core/error.hpp"
+
+namespace lpsgd::comm {
+
+void Link::out_of_order(uint64_t seq) const {
+  LPSGD_THROW("link to rank " << peer_ << ": block " << seq << " released out of order (next is "
+                              << released_ << ")");
+}
+
+MpiLink::MpiLink(Device& dev, MPI_Comm comm, int peer, int window, size_t slot_bytes,
+                 int tag_out, int tag_in)
+    : Link(peer, window, slot_bytes), comm_(comm), tag_out_(tag_out), tag_in_(tag_in),
+      send_slots_(dev, static_cast<size_t>(window) * slot_bytes),
+      recv_slots_(dev, static_cast<size_t>(window) * slot_bytes),
+      send_req_(static_cast<size_t>(window), MPI_REQUEST_NULL),
+      recv_req_(static_cast<size_t>(window), MPI_REQUEST_NULL),
+      send_seq_(static_cast<size_t>(window), 0),
+      recv_ptr_(static_cast<size_t>(window), nullptr),
+      recv_arrived_(static_cast<size_t>(window), 0) {
+  recv_seq_.assign(static_cast<size_t>(window), ~uint64_t{0});
+  LPSGD_CHECK(slot_bytes <= static_cast<size_t>(INT_MAX), "MPI link slot too large");
+}
+
+MpiLink::~MpiLink() {
+  for (auto& r : recv_req_)
+    if (r != MPI_REQUEST_NULL) {
+      MPI_Cancel(&r);
+      MPI_Request_free(&r);
+    }
+  for (auto& r : send_req_)
+    if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
+}
+
+bool MpiLink::can_send(uint64_t seq) {
+  MPI_Request& r = send_req_[slot(seq)];
+  if (r == MPI_REQUEST_NULL) return true;
+  int done = 0;
+  MPI_CHECK(MPI_Test(&r, &done, MPI_STATUS_IGNORE));
+  return done != 0;
+}
+
+void* MpiLink::send_slot(uint64_t seq) {
+  return static_cast<char*>(send_slots_.data()) + slot(seq) * slot_bytes_;
+}
+
+void MpiLink::post_send(uint64_t seq, const void* src, size_t bytes) {
+  const size_t s = slot(seq);
+  LPSGD_CHECK(send_req_[s] == MPI_REQUEST_NULL, "MPI link: send slot busy for block " << seq);
+  LPSGD_CHECK(bytes <= static_cast<size_t>(INT_MAX), "MPI link: block too large");
+  send_seq_[s] = seq;
+  MPI_CHECK(MPI_Isend(src, static_cast<int>(bytes), MPI_BYTE, peer_, tag_out_, comm_, &send_req_[s]));
+}
+
+bool MpiLink::send_done(uint64_t seq) {
+  const size_t s = slot(seq);
+  if (send_seq_[s] != seq) return true;  // slot reused by a later block: long done
+  return can_send(seq);
+}
+
+void MpiLink::post_recv(uint64_t seq, size_t bytes, void* dst) {
+  const size_t s = slot(seq);
+  LPSGD_CHECK(recv_req_[s] == MPI_REQUEST_NULL,
+              "MPI link to rank " << peer_ << ": receive slot busy for block " << seq
+                                  << " (still holds block " << recv_seq_[s] << ", released up to "
+                                  << released_ << ")");
+  recv_seq_[s] = seq;
+  void* p = dst ? dst : static_cast<char*>(recv_slots_.data()) + s * slot_bytes_;
+  LPSGD_CHECK(dst || bytes <= slot_bytes_, "MPI link: block of " << bytes << " bytes exceeds slot");
+  recv_ptr_[s] = p;
+  recv_arrived_[s] = 0;
+  MPI_CHECK(MPI_Irecv(p, static_cast<int>(bytes), MPI_BYTE, peer_, tag_in_, comm_, &recv_req_[s]));
+}
+
+const void* MpiLink::test_recv(uint64_t seq) {
+  const size_t s = slot(seq);
+  if (recv_seq_[s] != seq) return nullptr;  // not posted yet
+  if (!recv_arrived_[s]) {
+    int done = 0;
+    MPI_CHECK(MPI_Test(&recv_req_[s], &done, MPI_STATUS_IGNORE));
+    if (!done) return nullptr;
+    recv_arrived_[s] = 1;
+  }
+  return recv_ptr_[s];
+}
+
+}  // namespace lpsgd::comm

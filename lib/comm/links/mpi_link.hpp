@@ -1,0 +1,42 @@
+// MpiLink: a chain neighbour reached with MPI_Isend/MPI_Irecv. Sends go straight
+// from the caller's memory; receives land in the caller's buffer when it names
+// one, else in one of W private slots allocated (and touched) up front.
+#pragma once
+
+#include <mpi.h>
+
+#include <vector>
+
+#include "comm/link.hpp"
+#include "device/device.hpp"
+
+namespace lpsgd::comm {
+
+class MpiLink final : public Link {
+ public:
+  /// tag_out / tag_in tell the two directions apart on `comm`.
+  MpiLink(Device& dev, MPI_Comm comm, int peer, int window, size_t slot_bytes, int tag_out,
+          int tag_in);
+  ~MpiLink() override;
+  LinkKind kind() const override { return LinkKind::Mpi; }
+
+  bool can_send(uint64_t seq) override;
+  void* send_slot(uint64_t seq) override;
+  void post_send(uint64_t seq, const void* src, size_t bytes) override;
+  bool send_done(uint64_t seq) override;
+  void post_recv(uint64_t seq, size_t bytes, void* dst) override;
+  const void* test_recv(uint64_t seq) override;
+
+ private:
+  size_t slot(uint64_t seq) const { return static_cast<size_t>(seq % static_cast<uint64_t>(window_)); }
+  MPI_Comm comm_;
+  int tag_out_, tag_in_;
+  DeviceBuffer send_slots_, recv_slots_;
+  std::vector<MPI_Request> send_req_, recv_req_;
+  std::vector<uint64_t> send_seq_;   // which seq each send request belongs to
+  std::vector<uint64_t> recv_seq_;  // which seq each receive slot holds
+  std::vector<const void*> recv_ptr_;
+  std::vector<char> recv_arrived_;
+};
+
+}  // namespace lpsgd::comm

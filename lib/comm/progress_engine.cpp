@@ -1,0 +1,73 @@
+#include "comm/progress_engine.hpp"
+
+#include <mpi.h>
+
+#include "comm/communicator.hpp"
+#include "core/error.hpp"
+
+namespace lpsgd::comm {
+
+ProgressEngine::ProgressEngine(Communicator& comm) : comm_(comm) {
+  int provided = MPI_THREAD_SINGLE;
+  MPI_CHECK(MPI_Query_thread(&provided));
+  LPSGD_CHECK(provided == MPI_THREAD_MULTIPLE,
+              "the progress engine needs MPI initialised with MPI_THREAD_MULTIPLE");
+  thread_ = std::thread([this] { loop(); });
+}
+
+ProgressEngine::~ProgressEngine() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void ProgressEngine::submit(Collective* c) {
+  c->engine_ = this;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.push_back(c);
+  }
+  cv_.notify_all();
+}
+
+void ProgressEngine::loop() {
+  std::deque<Collective*> mine;  // owned by this thread
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      if (mine.empty()) cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      while (!queue_.empty()) {
+        mine.push_back(queue_.front());
+        queue_.pop_front();
+      }
+      if (mine.empty() && stop_) return;
+    }
+    // Start everything queued (posts the signature exchanges early), then
+    // drive them in order; a later one moves data only after the earlier ones.
+    bool any_done = false;
+    for (auto it = mine.begin(); it != mine.end();) {
+      Collective* c = *it;
+      try {
+        if (c->state_.load() == Collective::kIdle) c->start();
+        if (c->progress()) {
+          c->finish_engine(nullptr);
+          it = mine.erase(it);
+          any_done = true;
+          continue;
+        }
+        c->check_stall(-1);
+      } catch (...) {
+        c->finish_engine(std::current_exception());
+        it = mine.erase(it);
+        continue;
+      }
+      ++it;
+    }
+    if (!any_done) std::this_thread::yield();
+  }
+}
+
+}  // namespace lpsgd::comm

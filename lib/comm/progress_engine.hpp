@@ -1,0 +1,46 @@
+// ProgressEngine: one thread per process that owns all communication once
+// collectives are handed to it, so the trainer computes while gradients move.
+//
+//   ProgressEngine engine(comm);          // MPI must provide MPI_THREAD_MULTIPLE
+//   auto h = comm.create(Algo::Lp, args);
+//   engine.submit(h.get());               // starts and drives it
+//   ... compute ...
+//   h->wait();                            // blocks until the engine finished it
+//
+// Collectives run in submission order (their signatures are exchanged early).
+// Without an engine (benchmarks, simulators) wait() drives progress inline.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "comm/collective.hpp"
+
+namespace lpsgd::comm {
+
+class Communicator;
+
+class ProgressEngine {
+ public:
+  explicit ProgressEngine(Communicator& comm);
+  /// Finishes what was submitted, then stops the thread.
+  ~ProgressEngine();
+  ProgressEngine(const ProgressEngine&) = delete;
+  ProgressEngine& operator=(const ProgressEngine&) = delete;
+
+  /// Hands c to the engine; c must stay alive until c->wait() has returned.
+  void submit(Collective* c);
+
+ private:
+  void loop();
+  Communicator& comm_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<Collective*> queue_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace lpsgd::comm

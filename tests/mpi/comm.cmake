@@ -1,0 +1,13 @@
+# lib/comm: the collective oracle matrix on plain, MPI-only and mixed chains,
+# and error handling (mismatched calls, stalls).
+set(comm_test_src ${CMAKE_CURRENT_LIST_DIR}/test_collectives.cpp)
+lpsgd_mpi_test(test_collectives SOURCES ${comm_test_src} DEPS lpsgd_comm
+  RANKS 1 2 3 4 5 6 7 8 TIMEOUT 600)
+lpsgd_mpi_test(test_collectives SOURCES ${comm_test_src} DEPS lpsgd_comm
+  RANKS 3 4 SUFFIX links-mpi ENV "LPSGD_TEST_LINKS=mpi" TIMEOUT 600)
+lpsgd_mpi_test(test_collectives SOURCES ${comm_test_src} DEPS lpsgd_comm
+  RANKS 4 5 SUFFIX rpn2 ENV "LPSGD_RANKS_PER_NODE=2" TIMEOUT 600)
+lpsgd_mpi_test(test_collectives SOURCES ${comm_test_src} DEPS lpsgd_comm
+  RANKS 6 7 SUFFIX rpn3 ENV "LPSGD_RANKS_PER_NODE=3" TIMEOUT 600)
+lpsgd_mpi_test(test_comm_errors SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_comm_errors.cpp
+  DEPS lpsgd_comm RANKS 2 3 5 TIMEOUT 120)

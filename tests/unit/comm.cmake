@@ -1,0 +1,1 @@
+lpsgd_unit_test(test_cost_model SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_cost_model.cpp DEPS lpsgd_comm)

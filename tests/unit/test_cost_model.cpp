@@ -1,0 +1,88 @@
+// The cost model's formulas against their closed forms at small P.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+
+#include "comm/cost_model.hpp"
+#include "core/error.hpp"
+
+using namespace lpsgd::comm;
+
+namespace {
+CostModel model() {
+  CostModel m;
+  m.alpha_shm = 1e-6;
+  m.beta_shm = 1e-10;
+  m.alpha_mpi = 2e-6;
+  m.beta_mpi = 8e-10;
+  m.gamma = 2e-10;
+  return m;
+}
+const LinkMix kMpi{false, true};
+}  // namespace
+
+TEST(CostModel, LpBcastIsDepthPlusBlocks) {
+  const CostModel m = model();
+  // P=4, root 0: depth 3, k = 10 blocks of 100 B: (3 - 1 + 10)(α + bβ).
+  EXPECT_DOUBLE_EQ(m.predict(Algo::Lp, CollKind::Bcast, 1000, 4, 0, 100, kMpi),
+                   12 * (2e-6 + 100 * 8e-10));
+  // Root in the middle halves the depth: P=5 root 2 -> depth 2.
+  EXPECT_DOUBLE_EQ(m.predict(Algo::Lp, CollKind::Bcast, 1000, 5, 2, 100, kMpi),
+                   11 * (2e-6 + 100 * 8e-10));
+}
+
+TEST(CostModel, LpAllreduceTurnsAroundInTheMiddle) {
+  const CostModel m = model();
+  // P=5: centre 2, depth 2: (2·2 − 1 + k)(α + b(β+γ)).
+  EXPECT_DOUBLE_EQ(m.predict(Algo::Lp, CollKind::Allreduce, 1000, 5, 0, 250, kMpi),
+                   (3 + 4) * (2e-6 + 250 * (8e-10 + 2e-10)));
+  EXPECT_DOUBLE_EQ(m.predict(Algo::Lp, CollKind::Allreduce, 1000, 1, 0, 250, kMpi), 0.0);
+}
+
+TEST(CostModel, BestBlockMinimisesThePrediction) {
+  const CostModel m = model();
+  const double n = 64.0 * 1024 * 1024;
+  for (int P : {3, 8, 64, 1024})
+    for (CollKind k : {CollKind::Bcast, CollKind::Reduce, CollKind::Allreduce}) {
+      const double b = m.best_block(k, n, P, 0, kMpi);
+      const double t = m.predict(Algo::Lp, k, n, P, 0, b, kMpi);
+      EXPECT_LE(t, m.predict(Algo::Lp, k, n, P, 0, b * 0.7, kMpi) * 1.01);
+      EXPECT_LE(t, m.predict(Algo::Lp, k, n, P, 0, b * 1.4, kMpi) * 1.01);
+    }
+  // Closed form b* = sqrt(nα/(Sβ)) for bcast from an end: S = P − 2.
+  EXPECT_NEAR(m.best_block(CollKind::Bcast, n, 10, 0, kMpi), std::sqrt(n * 2e-6 / (8 * 8e-10)), 1e-6);
+}
+
+TEST(CostModel, BaselinesClosedForms) {
+  const CostModel m = model();
+  const double n = 1 << 20, a = 2e-6, b = 8e-10, g = 2e-10;
+  EXPECT_DOUBLE_EQ(m.predict(Algo::Mst, CollKind::Bcast, n, 8, 0, 0, kMpi), 3 * (a + n * b));
+  EXPECT_DOUBLE_EQ(m.predict(Algo::Mst, CollKind::Bcast, n, 5, 0, 0, kMpi), 3 * (a + n * b));
+  EXPECT_DOUBLE_EQ(m.predict(Algo::Mst, CollKind::Reduce, n, 4, 0, 0, kMpi), 2 * (a + n * (b + g)));
+  EXPECT_DOUBLE_EQ(m.predict(Algo::Ring, CollKind::Allreduce, n, 4, 0, 0, kMpi),
+                   2 * 3 * (a + n / 4 * b) + 0.75 * n * g);
+  EXPECT_DOUBLE_EQ(m.predict(Algo::Be, CollKind::Allreduce, n, 4, 0, 0, kMpi),
+                   2 * 2 * a + 2 * 0.75 * n * b + 0.75 * n * g);
+  EXPECT_TRUE(std::isinf(m.predict(Algo::Ring, CollKind::Bcast, n, 4, 0, 0, kMpi)));
+  EXPECT_TRUE(std::isnan(m.predict(Algo::Mpi, CollKind::Bcast, n, 4, 0, 0, kMpi)));
+}
+
+TEST(CostModel, AutoPicksLpForLargeAndATreeForTinyMessages) {
+  const CostModel m = model();
+  EXPECT_EQ(m.best_algo(CollKind::Allreduce, 64.0 * 1024 * 1024, 64, 0, kMpi), Algo::Lp);
+  EXPECT_EQ(m.best_algo(CollKind::Bcast, 64.0 * 1024 * 1024, 256, 0, kMpi), Algo::Lp);
+  EXPECT_NE(m.best_algo(CollKind::Allreduce, 8, 64, 0, kMpi), Algo::Lp);
+}
+
+TEST(CostModel, SaveAndLoadRoundTrip) {
+  const std::string path = ::testing::TempDir() + "lpsgd_calib/test.ini";
+  CostModel m = model();
+  m.save(path);
+  const CostModel r = CostModel::load_or_default(path);
+  EXPECT_NEAR(r.alpha_mpi, m.alpha_mpi, 1e-12);
+  EXPECT_NEAR(r.beta_shm, m.beta_shm, 1e-16);
+  EXPECT_NEAR(r.gamma, m.gamma, 1e-16);
+  EXPECT_THROW(CostModel::load_or_default("/nonexistent/calibration.ini"), lpsgd::Error);
+  std::remove(path.c_str());
+}
