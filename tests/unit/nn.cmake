@@ -1,0 +1,2 @@
+# Unit tests of lib/nn, lib/train and their CPU kernels (issue 5).
+lpsgd_unit_test(test_nn_kernels SOURCES test_nn_kernels.cpp DEPS lpsgd_device)
