@@ -5,13 +5,21 @@
 // Memory from alloc() is already touched (zeroed), so nothing pays first-touch
 // page faults later inside a collective or a training step. Operations on a
 // CUDA device are queued on the device's stream; synchronize() waits for them.
+//
+// Besides memory and the element-wise ops of the collectives, a Device runs the
+// float32 neural-network kernels lib/nn and lib/train need (GEMM, im2col,
+// pooling, ...). They are virtual here so model code is backend-free: the CPU
+// backend runs kernels/cpu (OpenBLAS), a GPU backend runs kernels/cuda (cuBLAS).
+// Pointers passed to them are this device's memory.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
 #include "core/dtype.hpp"
+#include "kernels/common/nn.hpp"
 
 namespace lpsgd {
 
@@ -47,6 +55,47 @@ class Device {
 
   /// Waits until all work queued on this device has finished.
   virtual void synchronize() = 0;
+
+  // ---- neural-network kernels: float32, row-major, see kernels/common/nn.hpp ----
+
+  /// C = alpha * op(A) * op(B) + beta * C; op(A) is m x k, op(B) k x n, C m x n;
+  /// lda/ldb/ldc are row strides of the matrices as stored. beta == 0 overwrites C.
+  virtual void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
+                    int lda, const float* b, int ldb, float beta, float* c, int ldc) = 0;
+  /// One image [g.channels, g.in_h, g.in_w] to col [g.col_rows(), g.col_cols()].
+  virtual void im2col(float* col, const float* x, const kernels::Window2d& g) = 0;
+  /// Adjoint of im2col: overwrites the image x with the sums of col.
+  virtual void col2im(float* x, const float* col, const kernels::Window2d& g) = 0;
+  /// Max pooling of `planes` planes of g.in_h x g.in_w; argmax (int32, one per
+  /// output) records the winner for backward.
+  virtual void maxpool_forward(float* y, int32_t* argmax, const float* x,
+                               const kernels::Window2d& g, size_t planes) = 0;
+  /// Overwrites dx [planes, in_h, in_w] with dy routed through argmax.
+  virtual void maxpool_backward(float* dx, const float* dy, const int32_t* argmax,
+                                const kernels::Window2d& g, size_t planes) = 0;
+  /// y[o, c, k] += bias[c] for y [outer, channels, inner].
+  virtual void bias_add(float* y, const float* bias, size_t outer, size_t channels,
+                        size_t inner) = 0;
+  /// db[c] = sum over o, k of dy[o, c, k]; overwrites db.
+  virtual void bias_grad(float* db, const float* dy, size_t outer, size_t channels,
+                         size_t inner) = 0;
+  /// y = max(x, 0); y may be x.
+  virtual void relu_forward(float* y, const float* x, size_t n) = 0;
+  /// dx = dy where y > 0 else 0 (y the forward output); dx may be dy.
+  virtual void relu_backward(float* dx, const float* dy, const float* y, size_t n) = 0;
+  /// Inverted dropout with drop probability p in [0, 1): the mask is a pure
+  /// function of (seed, stream, counter, i), so the same call on dy is backward.
+  virtual void dropout(float* out, const float* in, size_t n, float p, uint64_t seed,
+                       uint64_t stream, uint64_t counter) = 0;
+  /// Per-row softmax cross-entropy of logits [rows, classes] against int32
+  /// labels: row_loss, status (1 right, 0 wrong, -1 bad label) and, unless grad
+  /// is null, grad = (softmax - onehot) * grad_scale.
+  virtual void softmax_xent(float* grad, float* row_loss, int32_t* status, const float* logits,
+                            const int32_t* labels, size_t rows, size_t classes,
+                            float grad_scale) = 0;
+  /// One SGD step over n elements of weights w, velocity v and gradient g.
+  virtual void sgd_update(float* w, float* v, const float* g, size_t n,
+                          const kernels::SgdHyper& h) = 0;
 };
 
 /// A device of the given kind; a CUDA device is chosen as local_rank % count.

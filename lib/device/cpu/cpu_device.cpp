@@ -4,6 +4,8 @@
 #include <cstring>
 
 #include "kernels/cpu/elementwise.hpp"
+#include "kernels/cpu/gemm.hpp"
+#include "kernels/cpu/nn.hpp"
 
 namespace lpsgd {
 
@@ -36,6 +38,63 @@ void CpuDevice::scale(DType t, void* x, double alpha, size_t n) {
 
 void CpuDevice::axpy(DType t, void* y, double alpha, const void* x, size_t n) {
   kernels::cpu::axpy(t, y, alpha, x, n);
+}
+
+void CpuDevice::gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
+                     int lda, const float* b, int ldb, float beta, float* c, int ldc) {
+  kernels::cpu::sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void CpuDevice::im2col(float* col, const float* x, const kernels::Window2d& g) {
+  kernels::cpu::im2col(col, x, g);
+}
+
+void CpuDevice::col2im(float* x, const float* col, const kernels::Window2d& g) {
+  kernels::cpu::col2im(x, col, g);
+}
+
+void CpuDevice::maxpool_forward(float* y, int32_t* argmax, const float* x,
+                                const kernels::Window2d& g, size_t planes) {
+  kernels::cpu::maxpool_forward(y, argmax, x, g, planes);
+}
+
+void CpuDevice::maxpool_backward(float* dx, const float* dy, const int32_t* argmax,
+                                 const kernels::Window2d& g, size_t planes) {
+  kernels::cpu::maxpool_backward(dx, dy, argmax, g, planes);
+}
+
+void CpuDevice::bias_add(float* y, const float* bias, size_t outer, size_t channels,
+                         size_t inner) {
+  kernels::cpu::bias_add(y, bias, outer, channels, inner);
+}
+
+void CpuDevice::bias_grad(float* db, const float* dy, size_t outer, size_t channels,
+                          size_t inner) {
+  kernels::cpu::bias_grad(db, dy, outer, channels, inner);
+}
+
+void CpuDevice::relu_forward(float* y, const float* x, size_t n) {
+  kernels::cpu::relu_forward(y, x, n);
+}
+
+void CpuDevice::relu_backward(float* dx, const float* dy, const float* y, size_t n) {
+  kernels::cpu::relu_backward(dx, dy, y, n);
+}
+
+void CpuDevice::dropout(float* out, const float* in, size_t n, float p, uint64_t seed,
+                        uint64_t stream, uint64_t counter) {
+  kernels::cpu::dropout(out, in, n, p, seed, stream, counter);
+}
+
+void CpuDevice::softmax_xent(float* grad, float* row_loss, int32_t* status, const float* logits,
+                             const int32_t* labels, size_t rows, size_t classes,
+                             float grad_scale) {
+  kernels::cpu::softmax_xent(grad, row_loss, status, logits, labels, rows, classes, grad_scale);
+}
+
+void CpuDevice::sgd_update(float* w, float* v, const float* g, size_t n,
+                           const kernels::SgdHyper& h) {
+  kernels::cpu::sgd_update(w, v, g, n, h);
 }
 
 }  // namespace lpsgd

@@ -1,5 +1,5 @@
 // The CPU device: 64-byte aligned host memory, element-wise work on the calling
-// thread through kernels/cpu.
+// thread through kernels/cpu, GEMM through OpenBLAS.
 #pragma once
 
 #include "device/device.hpp"
@@ -20,6 +20,28 @@ class CpuDevice final : public Device {
   void scale(DType t, void* x, double alpha, size_t n) override;
   void axpy(DType t, void* y, double alpha, const void* x, size_t n) override;
   void synchronize() override {}
+
+  void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+            const float* b, int ldb, float beta, float* c, int ldc) override;
+  void im2col(float* col, const float* x, const kernels::Window2d& g) override;
+  void col2im(float* x, const float* col, const kernels::Window2d& g) override;
+  void maxpool_forward(float* y, int32_t* argmax, const float* x, const kernels::Window2d& g,
+                       size_t planes) override;
+  void maxpool_backward(float* dx, const float* dy, const int32_t* argmax,
+                        const kernels::Window2d& g, size_t planes) override;
+  void bias_add(float* y, const float* bias, size_t outer, size_t channels,
+                size_t inner) override;
+  void bias_grad(float* db, const float* dy, size_t outer, size_t channels,
+                 size_t inner) override;
+  void relu_forward(float* y, const float* x, size_t n) override;
+  void relu_backward(float* dx, const float* dy, const float* y, size_t n) override;
+  void dropout(float* out, const float* in, size_t n, float p, uint64_t seed, uint64_t stream,
+               uint64_t counter) override;
+  void softmax_xent(float* grad, float* row_loss, int32_t* status, const float* logits,
+                    const int32_t* labels, size_t rows, size_t classes,
+                    float grad_scale) override;
+  void sgd_update(float* w, float* v, const float* g, size_t n,
+                  const kernels::SgdHyper& h) override;
 };
 
 }  // namespace lpsgd

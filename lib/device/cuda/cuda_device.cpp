@@ -7,6 +7,14 @@
 namespace lpsgd {
 namespace {
 
+// The neural-network kernels of Device are not on the GPU yet (issue 10 adds
+// cuBLAS GEMM and CUDA launchers for kernels/common/nn.hpp). Until then every
+// one of them says so instead of silently doing something else.
+[[noreturn]] void nn_not_on_cuda(const char* op) {
+  LPSGD_THROW("Device::" << op << " is not implemented on the cuda device yet (CUDA neural-"
+              "network kernels come with issue 10); train with --device cpu for now");
+}
+
 class CudaDevice final : public Device {
  public:
   explicit CudaDevice(int ordinal) : ordinal_(ordinal) {
@@ -52,6 +60,40 @@ class CudaDevice final : public Device {
     kernels::cuda::axpy(t, y, alpha, x, n, stream_);
   }
   void synchronize() override { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+  void gemm(bool, bool, int, int, int, float, const float*, int, const float*, int, float, float*,
+            int) override {
+    nn_not_on_cuda("gemm");
+  }
+  void im2col(float*, const float*, const kernels::Window2d&) override { nn_not_on_cuda("im2col"); }
+  void col2im(float*, const float*, const kernels::Window2d&) override { nn_not_on_cuda("col2im"); }
+  void maxpool_forward(float*, int32_t*, const float*, const kernels::Window2d&, size_t) override {
+    nn_not_on_cuda("maxpool_forward");
+  }
+  void maxpool_backward(float*, const float*, const int32_t*, const kernels::Window2d&,
+                        size_t) override {
+    nn_not_on_cuda("maxpool_backward");
+  }
+  void bias_add(float*, const float*, size_t, size_t, size_t) override {
+    nn_not_on_cuda("bias_add");
+  }
+  void bias_grad(float*, const float*, size_t, size_t, size_t) override {
+    nn_not_on_cuda("bias_grad");
+  }
+  void relu_forward(float*, const float*, size_t) override { nn_not_on_cuda("relu_forward"); }
+  void relu_backward(float*, const float*, const float*, size_t) override {
+    nn_not_on_cuda("relu_backward");
+  }
+  void dropout(float*, const float*, size_t, float, uint64_t, uint64_t, uint64_t) override {
+    nn_not_on_cuda("dropout");
+  }
+  void softmax_xent(float*, float*, int32_t*, const float*, const int32_t*, size_t, size_t,
+                    float) override {
+    nn_not_on_cuda("softmax_xent");
+  }
+  void sgd_update(float*, float*, const float*, size_t, const kernels::SgdHyper&) override {
+    nn_not_on_cuda("sgd_update");
+  }
 
  private:
   int ordinal_;

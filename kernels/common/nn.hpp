@@ -1,0 +1,301 @@
+// Neural-network kernels written once, as functors over raw float32 pointers.
+//
+// Like elementwise.hpp: each functor's operator()(i) does the work of one output
+// element (or one row), so kernels/cpu runs it in a loop and kernels/cuda can run
+// it in a grid-stride kernel without a second source. Every functor is a
+// *gather*: it writes only its own output element, never another thread's, so
+// none of them needs atomics and all results are deterministic. Layouts are
+// row-major; images are [C, H, W] planes.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#include "core/hd.hpp"
+#include "core/rng.hpp"
+
+namespace lpsgd::kernels {
+
+/// Geometry of a 2-D sliding window (convolution or pooling) over one image of
+/// `channels` planes of in_h x in_w. out_h/out_w follow from the others; use
+/// make_window2d() to fill them.
+struct Window2d {
+  int channels, in_h, in_w;
+  int kernel_h, kernel_w;
+  int stride_h, stride_w;
+  int pad_h, pad_w;
+  int out_h, out_w;
+
+  /// Rows of the im2col matrix: one per (channel, kernel row, kernel column).
+  LPSGD_HD size_t col_rows() const {
+    return static_cast<size_t>(channels) * static_cast<size_t>(kernel_h * kernel_w);
+  }
+  /// Columns of the im2col matrix: one per output position.
+  LPSGD_HD size_t col_cols() const { return static_cast<size_t>(out_h) * out_w; }
+  LPSGD_HD size_t in_plane() const { return static_cast<size_t>(in_h) * in_w; }
+};
+
+/// Fills out_h/out_w = (in + 2 pad - kernel) / stride + 1 (0 or less when the
+/// kernel does not fit; callers check).
+inline Window2d make_window2d(int channels, int in_h, int in_w, int kernel_h, int kernel_w,
+                              int stride_h, int stride_w, int pad_h, int pad_w) {
+  Window2d g{channels, in_h, in_w, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, 0, 0};
+  g.out_h = (in_h + 2 * pad_h - kernel_h) / stride_h + 1;
+  g.out_w = (in_w + 2 * pad_w - kernel_w) / stride_w + 1;
+  return g;
+}
+
+/// col[r, p] = x[c, oh*s - pad + ki, ow*s - pad + kj] (0 in the padding), with
+/// r = (c, ki, kj) and p = (oh, ow): one image to a [col_rows, col_cols] matrix
+/// so a convolution is one GEMM. operator()(i) does element i in
+/// [0, col_rows * col_cols) (one GPU thread each); row(r) does a whole row
+/// without the index divisions, which is what a CPU loop wants.
+struct Im2col {
+  float* col;
+  const float* x;
+  Window2d g;
+  LPSGD_HD void row(size_t r) const {
+    const int kk = g.kernel_h * g.kernel_w;
+    const int c = static_cast<int>(r / kk), k = static_cast<int>(r % kk);
+    const int ki = k / g.kernel_w, kj = k % g.kernel_w;
+    float* out = col + r * g.col_cols();
+    for (int oh = 0; oh < g.out_h; ++oh) {
+      const int ih = oh * g.stride_h - g.pad_h + ki;
+      if (ih < 0 || ih >= g.in_h) {
+        for (int ow = 0; ow < g.out_w; ++ow) *out++ = 0.0f;
+        continue;
+      }
+      const float* xr = x + (static_cast<size_t>(c) * g.in_h + ih) * g.in_w;
+      for (int ow = 0; ow < g.out_w; ++ow) {
+        const int iw = ow * g.stride_w - g.pad_w + kj;
+        *out++ = iw >= 0 && iw < g.in_w ? xr[iw] : 0.0f;
+      }
+    }
+  }
+  LPSGD_HD void operator()(size_t i) const {
+    const size_t cols = g.col_cols();
+    const size_t r = i / cols, p = i % cols;
+    const int kk = g.kernel_h * g.kernel_w;
+    const int c = static_cast<int>(r / kk), k = static_cast<int>(r % kk);
+    const int ki = k / g.kernel_w, kj = k % g.kernel_w;
+    const int oh = static_cast<int>(p / g.out_w), ow = static_cast<int>(p % g.out_w);
+    const int ih = oh * g.stride_h - g.pad_h + ki, iw = ow * g.stride_w - g.pad_w + kj;
+    const bool inside = ih >= 0 && ih < g.in_h && iw >= 0 && iw < g.in_w;
+    col[i] = inside ? x[(static_cast<size_t>(c) * g.in_h + ih) * g.in_w + iw] : 0.0f;
+  }
+};
+
+/// The adjoint of Im2col: x[c, h, w] = sum of the col entries that read it.
+/// Overwrites x. i in [0, channels * in_h * in_w).
+struct Col2im {
+  float* x;
+  const float* col;
+  Window2d g;
+  LPSGD_HD void operator()(size_t i) const {
+    const size_t plane = g.in_plane();
+    const int c = static_cast<int>(i / plane);
+    const int h = static_cast<int>((i % plane) / g.in_w), w = static_cast<int>(i % g.in_w);
+    const size_t cols = g.col_cols();
+    float sum = 0.0f;
+    for (int ki = 0; ki < g.kernel_h; ++ki) {
+      const int th = h + g.pad_h - ki;  // = oh * stride_h for the output that reads (h, w)
+      if (th < 0 || th % g.stride_h != 0 || th / g.stride_h >= g.out_h) continue;
+      for (int kj = 0; kj < g.kernel_w; ++kj) {
+        const int tw = w + g.pad_w - kj;
+        if (tw < 0 || tw % g.stride_w != 0 || tw / g.stride_w >= g.out_w) continue;
+        const size_t r = (static_cast<size_t>(c) * g.kernel_h + ki) * g.kernel_w + kj;
+        const size_t p = static_cast<size_t>(th / g.stride_h) * g.out_w + tw / g.stride_w;
+        sum += col[r * cols + p];
+      }
+    }
+    x[i] = sum;
+  }
+};
+
+/// Max pooling over planes of in_h x in_w (padding never wins). Writes y and,
+/// for backward, the index within its plane of the input that won (first one
+/// on ties). i in [0, planes * out_h * out_w); g.channels is ignored.
+struct MaxPoolForward {
+  float* y;
+  int32_t* argmax;
+  const float* x;
+  Window2d g;
+  LPSGD_HD void operator()(size_t i) const {
+    const size_t out_plane = g.col_cols();
+    const size_t plane = i / out_plane, p = i % out_plane;
+    const int oh = static_cast<int>(p / g.out_w), ow = static_cast<int>(p % g.out_w);
+    const float* xp = x + plane * g.in_plane();
+    float best = 0.0f;
+    int32_t arg = -1;
+    for (int ki = 0; ki < g.kernel_h; ++ki) {
+      const int ih = oh * g.stride_h - g.pad_h + ki;
+      if (ih < 0 || ih >= g.in_h) continue;
+      for (int kj = 0; kj < g.kernel_w; ++kj) {
+        const int iw = ow * g.stride_w - g.pad_w + kj;
+        if (iw < 0 || iw >= g.in_w) continue;
+        const float v = xp[ih * g.in_w + iw];
+        if (arg < 0 || v > best) {
+          best = v;
+          arg = ih * g.in_w + iw;
+        }
+      }
+    }
+    y[i] = best;
+    argmax[i] = arg;
+  }
+};
+
+/// dx[plane, h, w] = sum of dy over the outputs whose argmax is (h, w).
+/// Overwrites dx. i in [0, planes * in_h * in_w).
+struct MaxPoolBackward {
+  float* dx;
+  const float* dy;
+  const int32_t* argmax;
+  Window2d g;
+  LPSGD_HD void operator()(size_t i) const {
+    const size_t in_plane = g.in_plane(), out_plane = g.col_cols();
+    const size_t plane = i / in_plane;
+    const int idx = static_cast<int>(i % in_plane);
+    const int h = idx / g.in_w, w = idx % g.in_w;
+    // Outputs whose window covers h: oh*stride - pad <= h <= oh*stride - pad + kernel - 1.
+    const int lo_h = h + g.pad_h - g.kernel_h + 1, lo_w = w + g.pad_w - g.kernel_w + 1;
+    const int oh0 = lo_h <= 0 ? 0 : (lo_h + g.stride_h - 1) / g.stride_h;
+    const int ow0 = lo_w <= 0 ? 0 : (lo_w + g.stride_w - 1) / g.stride_w;
+    const int oh1 = (h + g.pad_h) / g.stride_h, ow1 = (w + g.pad_w) / g.stride_w;
+    float sum = 0.0f;
+    for (int oh = oh0; oh <= oh1 && oh < g.out_h; ++oh)
+      for (int ow = ow0; ow <= ow1 && ow < g.out_w; ++ow) {
+        const size_t o = plane * out_plane + static_cast<size_t>(oh) * g.out_w + ow;
+        if (argmax[o] == idx) sum += dy[o];
+      }
+    dx[i] = sum;
+  }
+};
+
+/// y[o, c, k] += bias[c] for y viewed as [outer, channels, inner] (a Linear
+/// layer has inner = 1, a convolution inner = out_h * out_w).
+struct BiasAdd {
+  float* y;
+  const float* bias;
+  size_t channels, inner;
+  LPSGD_HD void operator()(size_t i) const { y[i] += bias[(i / inner) % channels]; }
+};
+
+/// db[c] = sum over o, k of dy[o, c, k]; overwrites db. i = c in [0, channels).
+struct BiasGrad {
+  float* db;
+  const float* dy;
+  size_t outer, channels, inner;
+  LPSGD_HD void operator()(size_t c) const {
+    float sum = 0.0f;
+    for (size_t o = 0; o < outer; ++o) {
+      const float* row = dy + (o * channels + c) * inner;
+      for (size_t k = 0; k < inner; ++k) sum += row[k];
+    }
+    db[c] = sum;
+  }
+};
+
+/// y[i] = max(x[i], 0); y may be x.
+struct ReluForward {
+  float* y;
+  const float* x;
+  LPSGD_HD void operator()(size_t i) const { y[i] = x[i] > 0.0f ? x[i] : 0.0f; }
+};
+
+/// dx[i] = dy[i] where the forward output y[i] > 0, else 0; dx may be dy.
+struct ReluBackward {
+  float* dx;
+  const float* dy;
+  const float* y;
+  LPSGD_HD void operator()(size_t i) const { dx[i] = y[i] > 0.0f ? dy[i] : 0.0f; }
+};
+
+/// Inverted dropout: out[i] = in[i] * scale where element i is kept, else 0.
+/// Whether i is kept is a pure function of (seed, stream, counter, i) through
+/// the counter-based Rng, so backward applies the same mask to dy by running
+/// the same functor again instead of storing it. An element is dropped when
+/// the top 24 bits of its random word are below `threshold` = p * 2^24.
+struct DropoutApply {
+  float* out;
+  const float* in;
+  float scale;
+  uint32_t threshold;
+  uint64_t seed, stream, counter;
+  LPSGD_HD void operator()(size_t i) const {
+    const Philox4x32 b = Rng(seed, stream).block(counter + i / 4);
+    const bool keep = (b.v[i % 4] >> 8) >= threshold;
+    out[i] = keep ? in[i] * scale : 0.0f;
+  }
+};
+
+/// Softmax cross-entropy for one row r of logits [rows, classes]:
+///   row_loss[r] = logsumexp(x_r) - x_r[label_r]           (max-shifted: stable)
+///   grad[r, j]  = (softmax(x_r)_j - [j == label_r]) * grad_scale
+///   status[r]   = 1 if argmax(x_r) == label_r (first max on ties), 0 if not,
+///                 -1 if label_r is outside [0, classes) (loss and grad 0).
+/// grad may be null (evaluation). grad_scale is 1/batch for a mean loss.
+struct SoftmaxXent {
+  float* grad;
+  float* row_loss;
+  int32_t* status;
+  const float* logits;
+  const int32_t* labels;
+  size_t classes;
+  float grad_scale;
+  LPSGD_HD void operator()(size_t r) const {
+    const float* x = logits + r * classes;
+    float* g = grad ? grad + r * classes : nullptr;
+    const int32_t label = labels[r];
+    if (label < 0 || static_cast<size_t>(label) >= classes) {
+      row_loss[r] = 0.0f;
+      status[r] = -1;
+      if (g)
+        for (size_t j = 0; j < classes; ++j) g[j] = 0.0f;
+      return;
+    }
+    size_t best = 0;
+    for (size_t j = 1; j < classes; ++j)
+      if (x[j] > x[best]) best = j;
+    const float m = x[best];
+    float sum = 0.0f;
+    for (size_t j = 0; j < classes; ++j) sum += std::exp(x[j] - m);
+    row_loss[r] = std::log(sum) + m - x[label];
+    status[r] = best == static_cast<size_t>(label) ? 1 : 0;
+    if (g) {
+      const float inv = 1.0f / sum;
+      for (size_t j = 0; j < classes; ++j)
+        g[j] = (std::exp(x[j] - m) * inv - (j == static_cast<size_t>(label) ? 1.0f : 0.0f)) *
+               grad_scale;
+    }
+  }
+};
+
+/// SGD hyper-parameters of one update (the learning rate changes per step).
+struct SgdHyper {
+  float lr;
+  float momentum;      ///< 0 disables the velocity buffer (it is left untouched)
+  float weight_decay;  ///< L2 term added to the gradient: g + weight_decay * w
+  bool nesterov;       ///< look-ahead step g + momentum * v (needs momentum > 0)
+};
+
+/// One SGD step on element i, PyTorch's formulation (no dampening):
+///   d = g + wd * w;  v = mu * v + d;  w -= lr * (nesterov ? d + mu * v : v).
+struct SgdUpdate {
+  float* w;
+  float* v;
+  const float* g;
+  SgdHyper h;
+  LPSGD_HD void operator()(size_t i) const {
+    float d = g[i] + h.weight_decay * w[i];
+    if (h.momentum != 0.0f) {
+      const float vi = h.momentum * v[i] + d;
+      v[i] = vi;
+      d = h.nesterov ? d + h.momentum * vi : vi;
+    }
+    w[i] -= h.lr * d;
+  }
+};
+
+}  // namespace lpsgd::kernels

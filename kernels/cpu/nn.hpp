@@ -1,0 +1,39 @@
+// Host launchers for the functors of kernels/common/nn.hpp (float32, row-major).
+//
+// Each runs on the calling thread and writes only its outputs; pointers are
+// host memory. lpsgd::CpuDevice forwards its neural-network methods here, and
+// the tests compare each launcher with a plain reference loop.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/common/nn.hpp"
+
+namespace lpsgd::kernels::cpu {
+
+/// One image [g.channels, in_h, in_w] to col [g.col_rows(), g.col_cols()].
+void im2col(float* col, const float* x, const Window2d& g);
+/// Adjoint of im2col: overwrites the image x from col.
+void col2im(float* x, const float* col, const Window2d& g);
+/// Max pooling of `planes` planes; argmax gets the winner's index in its plane.
+void maxpool_forward(float* y, int32_t* argmax, const float* x, const Window2d& g, size_t planes);
+/// Overwrites dx [planes, in_h, in_w] from dy and the forward argmax.
+void maxpool_backward(float* dx, const float* dy, const int32_t* argmax, const Window2d& g,
+                      size_t planes);
+/// y[o, c, k] += bias[c] over y [outer, channels, inner].
+void bias_add(float* y, const float* bias, size_t outer, size_t channels, size_t inner);
+/// db[c] = sum_{o,k} dy[o, c, k] (overwrites db).
+void bias_grad(float* db, const float* dy, size_t outer, size_t channels, size_t inner);
+void relu_forward(float* y, const float* x, size_t n);
+void relu_backward(float* dx, const float* dy, const float* y, size_t n);
+/// Inverted dropout with drop probability p in [0, 1); see DropoutApply.
+void dropout(float* out, const float* in, size_t n, float p, uint64_t seed, uint64_t stream,
+             uint64_t counter);
+/// Per-row softmax cross-entropy; see SoftmaxXent (grad may be null).
+void softmax_xent(float* grad, float* row_loss, int32_t* status, const float* logits,
+                  const int32_t* labels, size_t rows, size_t classes, float grad_scale);
+/// One SGD step over n elements (v untouched when h.momentum == 0).
+void sgd_update(float* w, float* v, const float* g, size_t n, const SgdHyper& h);
+
+}  // namespace lpsgd::kernels::cpu

@@ -1,0 +1,63 @@
+// The checks every layer shares (shapes, forward-before-backward) and parameter
+// initialisation (see layer.hpp).
+#include "nn/layer.hpp"
+
+#include <cmath>
+
+#include "core/error.hpp"
+
+namespace lpsgd::nn {
+
+void init_param(const Param& p, Rng& rng) {
+  std::vector<float> host(static_cast<size_t>(p.shape.numel()), 0.0f);
+  switch (p.init) {
+    case Init::Zero: break;
+    case Init::HeNormal: {
+      const float std = std::sqrt(2.0f / static_cast<float>(p.fan_in));
+      for (float& v : host) v = std * rng.normal();
+      break;
+    }
+    case Init::XavierUniform: {
+      const float a = std::sqrt(6.0f / static_cast<float>(p.fan_in + p.fan_out));
+      for (float& v : host) v = a * (2.0f * rng.uniform() - 1.0f);
+      break;
+    }
+  }
+  p.value.copy_from_host(host);
+}
+
+Shape Layer::setup(const Shape& input) {
+  LPSGD_CHECK(!configured_, describe() << ": setup() called twice");
+  in_ = input;
+  out_ = do_setup(input);
+  configured_ = true;
+  return out_;
+}
+
+const Tensor& Layer::forward(const Tensor& x, Mode mode) {
+  LPSGD_CHECK(configured_, describe() << ": forward() before setup()");
+  LPSGD_CHECK(x.shape().rank() >= 1 && x.shape()[0] >= 1 && x.shape().drop_batch() == in_,
+              describe() << ": input of shape " << x.shape().str() << ", expected [N >= 1] + "
+                         << in_.str());
+  batch_ = x.shape()[0];
+  can_backward_ = false;
+  const Tensor& y = do_forward(x, mode);
+  can_backward_ = mode == Mode::Train;
+  return y;
+}
+
+const Tensor& Layer::backward(const Tensor& dy) {
+  LPSGD_CHECK(can_backward_, describe() << ": backward() needs a forward() in Mode::Train first");
+  LPSGD_CHECK(dy.shape() == out_.with_batch(batch_),
+              describe() << ": output gradient of shape " << dy.shape().str() << ", expected "
+                         << out_.with_batch(batch_).str());
+  return do_backward(dy);
+}
+
+int64_t Layer::param_count() const {
+  int64_t n = 0;
+  for (const Param& p : params_) n += p.shape.numel();
+  return n;
+}
+
+}  // namespace lpsgd::nn

@@ -1,0 +1,104 @@
+// Layer: the unit a sequential Model is made of, and Param, a learnable tensor.
+//
+// A layer is configured once with its per-sample input shape (which fixes its
+// parameter shapes), then the Model binds each Param to views into its flat
+// parameter and gradient arenas. forward() keeps what backward() needs;
+// backward() *overwrites* the layer's parameter gradients (no accumulation, so
+// nothing needs zeroing between steps) and returns the input gradient unless
+// input gradients are switched off (the Model does that for its first layer).
+// All compute goes through the layer's Device, so layers are backend-free.
+//
+// Tensors returned by forward()/backward() are views of the layer's own
+// scratch memory: valid until the layer's next forward()/backward().
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/rng.hpp"
+#include "nn/tensor.hpp"
+
+namespace lpsgd::nn {
+
+/// How a parameter is initialised by Model::finalize().
+enum class Init {
+  Zero,
+  HeNormal,       ///< N(0, 2 / fan_in): layers followed by ReLU
+  XavierUniform,  ///< U(-a, a), a = sqrt(6 / (fan_in + fan_out)): the classifier
+};
+
+/// A learnable tensor of a layer. value and grad are views into the Model's
+/// arenas (undefined until Model::finalize()).
+struct Param {
+  std::string name;  ///< "weight" or "bias"
+  Shape shape;
+  Init init = Init::Zero;
+  int64_t fan_in = 0, fan_out = 0;
+  Tensor value, grad;
+};
+
+/// Fills p.value from rng as p.init says (draws on the host, copies once).
+void init_param(const Param& p, Rng& rng);
+
+enum class Mode {
+  Train,  ///< keep what backward needs, dropout active
+  Eval,   ///< inference: no backward afterwards, dropout is the identity
+};
+
+class Layer {
+ public:
+  virtual ~Layer() = default;
+  Layer(const Layer&) = delete;
+  Layer& operator=(const Layer&) = delete;
+
+  /// "Linear(784->512)" and the like, for summaries and error messages.
+  virtual std::string describe() const = 0;
+
+  /// Fixes the per-sample input shape (no batch dimension) and returns the
+  /// per-sample output shape; declares the layer's Params. Called once, by the
+  /// Model; a shape the layer cannot take is a usage error.
+  Shape setup(const Shape& input);
+  /// Called once by Model::finalize with the model seed and this layer's
+  /// index, for layers that draw random numbers while running (Dropout).
+  virtual void seed(uint64_t /*seed*/, size_t /*index*/) {}
+
+  /// x: [N, input...] with N >= 1. Returns y: [N, output...].
+  const Tensor& forward(const Tensor& x, Mode mode);
+  /// dy: [N, output...] for the last forward, which must have been Mode::Train.
+  /// Writes the parameter gradients; returns dx, or an undefined tensor when
+  /// input gradients are off.
+  const Tensor& backward(const Tensor& dy);
+
+  std::vector<Param>& params() { return params_; }
+  const std::vector<Param>& params() const { return params_; }
+  int64_t param_count() const;
+  const Shape& input_shape() const { return in_; }
+  const Shape& output_shape() const { return out_; }
+  /// Whether backward() computes the input gradient (default: yes).
+  void set_input_grad(bool on) { input_grad_ = on; }
+  bool input_grad() const { return input_grad_; }
+  Device& device() const { return dev_; }
+
+ protected:
+  explicit Layer(Device& dev) : dev_(dev) {}
+  virtual Shape do_setup(const Shape& input) = 0;
+  virtual const Tensor& do_forward(const Tensor& x, Mode mode) = 0;
+  /// Only called after a Mode::Train forward with dy of the right shape.
+  virtual const Tensor& do_backward(const Tensor& dy) = 0;
+  /// Batch size of the last forward.
+  int64_t batch() const { return batch_; }
+
+  Device& dev_;
+  std::vector<Param> params_;
+  bool input_grad_ = true;
+  Tensor none_;  // what backward returns without input gradients
+
+ private:
+  Shape in_, out_;
+  int64_t batch_ = 0;
+  bool can_backward_ = false;
+  bool configured_ = false;
+};
+
+}  // namespace lpsgd::nn

@@ -1,0 +1,48 @@
+// MaxPool2d: forward records each window's winner, backward routes dy through it.
+#include "core/error.hpp"
+#include "nn/layers.hpp"
+
+namespace lpsgd::nn {
+
+MaxPool2d::MaxPool2d(Device& dev, int kernel, int stride, int padding)
+    : Layer(dev), kernel_(kernel), stride_(stride == 0 ? kernel : stride), padding_(padding),
+      y_mem_(dev), dx_mem_(dev), argmax_mem_(dev) {
+  if (kernel < 1 || stride < 0 || padding < 0 || 2 * padding > kernel)
+    LPSGD_USAGE_ERROR("MaxPool2d: need kernel >= 1, stride >= 0 and 0 <= padding <= kernel/2, got "
+                      << kernel << ", " << stride << ", " << padding);
+}
+
+std::string MaxPool2d::describe() const {
+  return "MaxPool2d(" + std::to_string(kernel_) + "x" + std::to_string(kernel_) + ", s" +
+         std::to_string(stride_) + ", p" + std::to_string(padding_) + ")";
+}
+
+Shape MaxPool2d::do_setup(const Shape& input) {
+  if (input.rank() != 3)
+    LPSGD_USAGE_ERROR("MaxPool2d needs a per-sample input [C, H, W], got " << input.str());
+  g_ = kernels::make_window2d(static_cast<int>(input[0]), static_cast<int>(input[1]),
+                              static_cast<int>(input[2]), kernel_, kernel_, stride_, stride_,
+                              padding_, padding_);
+  if (g_.out_h < 1 || g_.out_w < 1)
+    LPSGD_USAGE_ERROR(describe() << ": window does not fit input " << input.str());
+  return Shape{input[0], g_.out_h, g_.out_w};
+}
+
+const Tensor& MaxPool2d::do_forward(const Tensor& x, Mode) {
+  const size_t planes = static_cast<size_t>(batch() * input_shape()[0]);
+  y_ = y_mem_.tensor(output_shape().with_batch(batch()));
+  argmax_ = static_cast<int32_t*>(
+      argmax_mem_.reserve(static_cast<size_t>(y_.numel()) * sizeof(int32_t)));
+  dev_.maxpool_forward(y_.data(), argmax_, x.data(), g_, planes);
+  return y_;
+}
+
+const Tensor& MaxPool2d::do_backward(const Tensor& dy) {
+  if (!input_grad_) return none_;
+  const size_t planes = static_cast<size_t>(batch() * input_shape()[0]);
+  dx_ = dx_mem_.tensor(input_shape().with_batch(batch()));
+  dev_.maxpool_backward(dx_.data(), dy.data(), argmax_, g_, planes);
+  return dx_;
+}
+
+}  // namespace lpsgd::nn

@@ -1,0 +1,136 @@
+// The sequential Model: arena layout, forward/backward over the layers, buckets.
+#include "nn/model.hpp"
+
+#include <algorithm>
+#include <iomanip>
+#include <sstream>
+
+#include "core/error.hpp"
+
+namespace lpsgd::nn {
+
+Model::Model(Device& dev, const Shape& input_shape)
+    : dev_(dev), input_shape_(input_shape), shape_(input_shape), loss_(dev) {
+  LPSGD_CHECK(input_shape.rank() >= 1 && input_shape.numel() >= 1,
+              "model input shape must be non-empty, got " << input_shape.str());
+}
+
+Layer& Model::add(std::unique_ptr<Layer> layer) {
+  LPSGD_CHECK(!finalized_, "Model::add after finalize()");
+  LPSGD_CHECK(&layer->device() == &dev_, layer->describe() << " runs on another device");
+  shape_ = layer->setup(shape_);
+  layers_.push_back(std::move(layer));
+  return *layers_.back();
+}
+
+void Model::finalize(uint64_t seed) {
+  LPSGD_CHECK(!finalized_, "Model::finalize called twice");
+  LPSGD_CHECK(!layers_.empty(), "a model needs at least one layer");
+  // Arena order: last layer first, a layer's tensors in its own order.
+  for (size_t l = layers_.size(); l-- > 0;) {
+    const auto& ps = layers_[l]->params();
+    for (size_t p = 0; p < ps.size(); ++p) {
+      const auto count = static_cast<size_t>(ps[p].shape.numel());
+      slots_.push_back(ParamSlot{l, p, total_, count});
+      total_ += count;
+    }
+  }
+  param_arena_ = DeviceBuffer(dev_, total_ * sizeof(float));
+  grad_arena_ = DeviceBuffer(dev_, total_ * sizeof(float));
+  for (const ParamSlot& s : slots_) {
+    Param& p = layers_[s.layer]->params()[s.param];
+    p.value = Tensor(dev_, param_arena_.as<float>() + s.offset, p.shape);
+    p.grad = Tensor(dev_, grad_arena_.as<float>() + s.offset, p.shape);
+    // Stream (layer << 16) + param: independent of the layout and of the
+    // other layers, so adding a layer does not reshuffle the others' values.
+    Rng rng(seed, (static_cast<uint64_t>(s.layer) << 16) + s.param);
+    init_param(p, rng);
+  }
+  for (size_t l = 0; l < layers_.size(); ++l) layers_[l]->seed(seed, l);
+  layers_.front()->set_input_grad(false);
+  finalized_ = true;
+}
+
+const Tensor& Model::forward(const Tensor& x, Mode mode) {
+  LPSGD_CHECK(finalized_, "Model::forward before finalize()");
+  const int64_t per_sample = input_shape_.numel();
+  LPSGD_CHECK(x.shape().rank() >= 1 && x.shape()[0] >= 1 && x.numel() == x.shape()[0] * per_sample,
+              "model input of shape " << x.shape().str() << ", expected [N >= 1] + "
+                                      << input_shape_.str());
+  input_ = x.reshape(input_shape_.with_batch(x.shape()[0]));
+  const Tensor* h = &input_;
+  for (auto& layer : layers_) h = &layer->forward(*h, mode);
+  return *h;
+}
+
+const Tensor& Model::backward(const Tensor& dlogits, const LayerDoneFn& on_layer_done) {
+  LPSGD_CHECK(finalized_, "Model::backward before finalize()");
+  const Tensor* g = &dlogits;
+  for (size_t l = layers_.size(); l-- > 0;) {
+    g = &layers_[l]->backward(*g);
+    if (on_layer_done) on_layer_done(l);
+  }
+  return *g;
+}
+
+LossStats Model::forward_backward(const Tensor& x, const int32_t* labels,
+                                  const LayerDoneFn& on_layer_done) {
+  const Tensor& logits = forward(x, Mode::Train);
+  const LossStats s = loss_.forward(logits, labels, true);
+  backward(loss_.grad(), on_layer_done);
+  return s;
+}
+
+LossStats Model::evaluate(const Tensor& x, const int32_t* labels) {
+  return loss_.forward(forward(x, Mode::Eval), labels, false);
+}
+
+void Model::set_input_grad(bool on) {
+  LPSGD_CHECK(!layers_.empty(), "set_input_grad on a model without layers");
+  layers_.front()->set_input_grad(on);
+}
+
+Tensor Model::params() const {
+  LPSGD_CHECK(finalized_, "Model::params before finalize()");
+  return Tensor(dev_, param_arena_.as<float>(), Shape{static_cast<int64_t>(total_)});
+}
+
+Tensor Model::grads() const {
+  LPSGD_CHECK(finalized_, "Model::grads before finalize()");
+  return Tensor(dev_, grad_arena_.as<float>(), Shape{static_cast<int64_t>(total_)});
+}
+
+std::vector<GradBucket> Model::buckets(size_t max_bytes) const {
+  LPSGD_CHECK(finalized_, "Model::buckets before finalize()");
+  std::vector<GradBucket> out;
+  for (const ParamSlot& s : slots_) {  // arena order = the order backward fills it
+    const bool fits = !out.empty() && (out.back().count + s.count) * sizeof(float) <= max_bytes;
+    if (!fits) {
+      out.push_back(GradBucket{s.offset, 0, s.layer, s.layer});
+    }
+    GradBucket& b = out.back();
+    b.count += s.count;
+    b.first_layer = std::min(b.first_layer, s.layer);
+    b.last_layer = std::max(b.last_layer, s.layer);
+  }
+  return out;
+}
+
+std::string Model::summary() const {
+  std::ostringstream os;
+  const auto row = [&os](const std::string& a, const std::string& b, const std::string& c) {
+    os << std::left << std::setw(30) << a << std::setw(18) << b << std::right << std::setw(12) << c
+       << '\n';
+  };
+  row("layer", "output", "params");
+  row("input", input_shape_.str(), "0");
+  int64_t total = 0;
+  for (const auto& l : layers_) {
+    row(l->describe(), l->output_shape().str(), std::to_string(l->param_count()));
+    total += l->param_count();
+  }
+  row("total", "", std::to_string(total));
+  return os.str();
+}
+
+}  // namespace lpsgd::nn

@@ -1,0 +1,124 @@
+// Model: a sequential stack of layers whose parameters and gradients each live
+// in ONE flat device arena, laid out in reverse layer order (last layer first).
+//
+// Why the layout: backward produces gradients last layer first, so with this
+// order the gradients ready so far are always a prefix of the gradient arena.
+// A trainer cuts that arena into buckets (contiguous slices, buckets()) and
+// starts reducing bucket 0 while backward is still running through earlier
+// layers; on_layer_done tells it when. One arena also means one allreduce, one
+// optimizer launch and one checkpoint dataset cover the whole model.
+//
+// Same seed => same initial parameters on every rank (Philox streams per
+// parameter), so no broadcast is needed at start-up.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "nn/layer.hpp"
+#include "nn/loss.hpp"
+
+namespace lpsgd::nn {
+
+/// Called by Model::backward right after layer `layer_index` has written its
+/// gradients (on a GPU: after the work is queued on the device's stream).
+using LayerDoneFn = std::function<void(size_t layer_index)>;
+
+/// Where one parameter tensor lives in the arenas.
+struct ParamSlot {
+  size_t layer;   ///< index of the layer in the model
+  size_t param;   ///< index into that layer's params()
+  size_t offset;  ///< first element in the parameter/gradient arenas
+  size_t count;   ///< number of elements
+};
+
+/// A contiguous slice of the gradient arena holding whole parameter tensors.
+struct GradBucket {
+  size_t offset;       ///< first element in the gradient arena
+  size_t count;        ///< number of elements (bytes = 4 * count)
+  size_t first_layer;  ///< lowest layer index with a tensor in it: the bucket is
+                       ///< complete once on_layer_done(first_layer) was called
+  size_t last_layer;   ///< highest layer index with a tensor in it
+};
+
+class Model {
+ public:
+  /// input_shape: one sample without the batch dimension, e.g. [1, 28, 28] or
+  /// [784]. dev is borrowed and must outlive the model.
+  Model(Device& dev, const Shape& input_shape);
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  /// Appends a layer (before finalize()); returns it for further set-up.
+  Layer& add(std::unique_ptr<Layer> layer);
+  template <class L, class... Args>
+  L& emplace(Args&&... args) {
+    return static_cast<L&>(add(std::make_unique<L>(dev_, std::forward<Args>(args)...)));
+  }
+  /// Allocates the arenas, binds every Param to its views and initialises the
+  /// parameters from `seed`. Call once, after the last add().
+  void finalize(uint64_t seed);
+
+  /// x: [N, input...] (or any shape with N rows of input_shape().numel()
+  /// values). Returns the logits [N, classes], valid until the next forward.
+  /// Layers keep views of their inputs for backward, so x's memory must stay
+  /// valid until backward() has run (a Tensor::empty() copy keeps it alive).
+  const Tensor& forward(const Tensor& x, Mode mode);
+  /// Backpropagates dlogits through all layers after a Mode::Train forward,
+  /// overwriting the whole gradient arena; calls on_layer_done(i) for i =
+  /// last ... 0. Returns the gradient w.r.t. the input if set_input_grad(true),
+  /// else an undefined tensor.
+  const Tensor& backward(const Tensor& dlogits, const LayerDoneFn& on_layer_done = {});
+
+  /// forward (Train) + mean softmax cross-entropy + backward: fills the
+  /// gradient arena. labels: N int32 in device memory.
+  LossStats forward_backward(const Tensor& x, const int32_t* labels,
+                             const LayerDoneFn& on_layer_done = {});
+  /// Inference: forward in Mode::Eval, no gradients, no dropout.
+  LossStats evaluate(const Tensor& x, const int32_t* labels);
+
+  /// Whether backward computes the gradient w.r.t. the model input (default
+  /// off: a trainer never needs it; gradient checks do).
+  void set_input_grad(bool on);
+
+  /// Flat views [param_count()] of the arenas (valid after finalize()).
+  Tensor params() const;
+  Tensor grads() const;
+  size_t param_count() const { return total_; }
+  /// Parameter tensors in arena order (last layer first).
+  const std::vector<ParamSlot>& slots() const { return slots_; }
+
+  /// Cuts the gradient arena into buckets of at most max_bytes, whole tensors
+  /// each (a tensor larger than max_bytes gets a bucket of its own), in the
+  /// order backward completes them: bucket 0 (at offset 0) first.
+  std::vector<GradBucket> buckets(size_t max_bytes) const;
+
+  size_t num_layers() const { return layers_.size(); }
+  Layer& layer(size_t i) { return *layers_.at(i); }
+  const Layer& layer(size_t i) const { return *layers_.at(i); }
+  const Shape& input_shape() const { return input_shape_; }
+  /// Per-sample output shape of the last layer.
+  const Shape& output_shape() const { return shape_; }
+  Device& device() const { return dev_; }
+
+  /// One table: layer, per-sample output shape, parameters; then the total.
+  std::string summary() const;
+
+ private:
+  Device& dev_;
+  Shape input_shape_, shape_;
+  std::vector<std::unique_ptr<Layer>> layers_;
+  std::vector<ParamSlot> slots_;
+  Tensor input_;  // the last forward's input, reshaped to [N] + input_shape_
+  DeviceBuffer param_arena_, grad_arena_;
+  size_t total_ = 0;
+  bool finalized_ = false;
+  SoftmaxCrossEntropy loss_;
+};
+
+}  // namespace lpsgd::nn

@@ -1,0 +1,255 @@
+// Model structure: spec strings, parameter counts, the summary, the reverse
+// layer order of the arenas, gradient buckets, the backward callback,
+// reproducible initialisation and the inference path.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/rng.hpp"
+#include "nn/builder.hpp"
+#include "nn/layers.hpp"
+#include "nn/model.hpp"
+
+using namespace lpsgd;
+using namespace lpsgd::nn;
+
+namespace {
+
+struct ModelTest : ::testing::Test {
+  std::unique_ptr<Device> dev = make_device(DeviceKind::Cpu);
+
+  Tensor random_input(const Shape& shape, uint64_t stream) {
+    Rng r(31, stream);
+    std::vector<float> v(static_cast<size_t>(shape.numel()));
+    for (float& x : v) x = r.normal();
+    Tensor t = Tensor::empty(*dev, shape);
+    t.copy_from_host(v);
+    return t;
+  }
+  DeviceBuffer labels(const std::vector<int32_t>& l) {
+    DeviceBuffer b(*dev, l.size() * sizeof(int32_t));
+    dev->copy_from_host(b.data(), l.data(), l.size() * sizeof(int32_t));
+    return b;
+  }
+};
+
+ErrorKind error_kind_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.kind();
+  }
+  ADD_FAILURE() << "no lpsgd::Error thrown";
+  return ErrorKind::Runtime;
+}
+
+}  // namespace
+
+TEST_F(ModelTest, MlpSpecParameterCountAndSummary) {
+  auto m = build_model(*dev, "mlp:784-512-256-10", Shape{784}, 1);
+  EXPECT_EQ(m->num_layers(), 5u);  // Linear ReLU Linear ReLU Linear
+  EXPECT_EQ(m->param_count(), 784u * 512 + 512 + 512 * 256 + 256 + 256 * 10 + 10);
+  EXPECT_EQ(m->output_shape(), Shape{10});
+  const std::string s = m->summary();
+  EXPECT_NE(s.find("Linear(784->512)"), std::string::npos) << s;
+  EXPECT_NE(s.find("Linear(256->10)"), std::string::npos) << s;
+  EXPECT_NE(s.find("535818"), std::string::npos) << s;
+  EXPECT_NE(s.find("401920"), std::string::npos) << s;  // first layer's own count
+}
+
+TEST_F(ModelTest, LenetSpecShapesAndParameterCount) {
+  auto m = build_model(*dev, "cnn:lenet", Shape{1, 28, 28}, 1);
+  ASSERT_EQ(m->num_layers(), 10u);
+  EXPECT_EQ(m->layer(0).output_shape(), (Shape{32, 28, 28}));
+  EXPECT_EQ(m->layer(2).output_shape(), (Shape{32, 14, 14}));
+  EXPECT_EQ(m->layer(5).output_shape(), (Shape{64, 7, 7}));
+  EXPECT_EQ(m->layer(6).output_shape(), Shape{3136});
+  EXPECT_EQ(m->output_shape(), Shape{10});
+  const size_t conv1 = 32 * 25 + 32, conv2 = 64 * 32 * 25 + 64, fc1 = 3136 * 512 + 512,
+               fc2 = 512 * 10 + 10;
+  EXPECT_EQ(m->param_count(), conv1 + conv2 + fc1 + fc2);
+  // A batch runs end to end with finite loss on a 1x28x28 input.
+  Tensor x = random_input(Shape{2, 1, 28, 28}, 1);
+  auto lab = labels({3, 7});
+  const LossStats s = m->forward_backward(x, lab.as<int32_t>());
+  EXPECT_TRUE(std::isfinite(s.loss_sum));
+  EXPECT_EQ(s.count, 2);
+}
+
+TEST_F(ModelTest, BadSpecsAreUsageErrors) {
+  const char* bad[] = {"",          "mlp:",        "mlp:784",       "mlp:784-x-10",
+                       "mlp:784--10", "mlp:784-0-10", "mlp:784-10-",  "mlp:100-10",
+                       "cnn:alexnet", "resnet50",     "MLP:784-10",   "mlp:784-99999999999-10"};
+  for (const char* spec : bad) {
+    SCOPED_TRACE(spec);
+    EXPECT_EQ(error_kind_of([&] { build_model(*dev, spec, Shape{784}, 1); }), ErrorKind::Usage);
+  }
+  // lenet needs an image input.
+  EXPECT_EQ(error_kind_of([&] { build_model(*dev, "cnn:lenet", Shape{784}, 1); }),
+            ErrorKind::Usage);
+  try {
+    build_model(*dev, "mlp:100-10", Shape{784}, 1);
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.message()).find("784"), std::string::npos) << e.message();
+  }
+}
+
+TEST_F(ModelTest, ArenasAreInReverseLayerOrderAndParamsAreViews) {
+  auto m = build_model(*dev, "mlp:6-5-4-3", Shape{6}, 1);
+  const auto& slots = m->slots();
+  ASSERT_EQ(slots.size(), 6u);
+  const size_t want_layers[] = {4, 4, 2, 2, 0, 0};
+  size_t offset = 0;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    EXPECT_EQ(slots[i].layer, want_layers[i]);
+    EXPECT_EQ(slots[i].offset, offset);
+    const Param& p = m->layer(slots[i].layer).params()[slots[i].param];
+    EXPECT_EQ(p.value.data(), m->params().data() + offset);
+    EXPECT_EQ(p.grad.data(), m->grads().data() + offset);
+    offset += slots[i].count;
+  }
+  EXPECT_EQ(offset, m->param_count());
+  EXPECT_EQ(slots[0].count, 3u * 4);  // the last Linear's weight comes first
+}
+
+TEST_F(ModelTest, BucketsAreContiguousBoundedAndInBackwardOrder) {
+  auto m = build_model(*dev, "mlp:784-512-256-10", Shape{784}, 1);
+  // Tensors in arena order: 2560, 10 (layer 4), 131072, 256 (layer 2), 401408, 512 (layer 0).
+  const auto b = m->buckets(600000);
+  ASSERT_EQ(b.size(), 3u);
+  EXPECT_EQ(b[0].offset, 0u);
+  EXPECT_EQ(b[0].count, 2560u + 10 + 131072 + 256);
+  EXPECT_EQ(b[0].first_layer, 2u);
+  EXPECT_EQ(b[0].last_layer, 4u);
+  EXPECT_EQ(b[1].count, 401408u);  // larger than the limit: alone
+  EXPECT_EQ(b[1].first_layer, 0u);
+  EXPECT_EQ(b[2].count, 512u);
+
+  for (size_t max_bytes : {size_t{0}, size_t{4}, size_t{10000}, size_t{1} << 20, size_t{1} << 30}) {
+    SCOPED_TRACE(max_bytes);
+    const auto bs = m->buckets(max_bytes);
+    size_t offset = 0, prev_first = m->num_layers();
+    for (const GradBucket& g : bs) {
+      EXPECT_EQ(g.offset, offset);
+      EXPECT_GT(g.count, 0u);
+      bool single = false;
+      for (const ParamSlot& s : m->slots()) single |= s.offset == g.offset && s.count == g.count;
+      EXPECT_TRUE(g.count * sizeof(float) <= max_bytes || single);
+      EXPECT_LE(g.first_layer, prev_first);  // ready no earlier than the one before
+      prev_first = g.first_layer;
+      offset += g.count;
+    }
+    EXPECT_EQ(offset, m->param_count());
+  }
+  EXPECT_EQ(m->buckets(0).size(), 6u);
+  EXPECT_EQ(m->buckets(size_t{1} << 30).size(), 1u);
+}
+
+TEST_F(ModelTest, BackwardCallbackFiresPerLayerAfterItsGradientsAreWritten) {
+  auto m = build_model(*dev, "mlp:20-16-12-5", Shape{20}, 3);
+  const auto buckets = m->buckets(16 * 12 * sizeof(float));
+  const size_t n = m->param_count();
+  // Poison the gradient arena: every bucket must be free of NaN by the time
+  // its first_layer is reported done.
+  const std::vector<float> nan(n, std::numeric_limits<float>::quiet_NaN());
+  m->grads().copy_from_host(nan);
+  Tensor x = random_input(Shape{4, 20}, 2);
+  auto lab = labels({0, 1, 2, 4});
+  std::vector<size_t> order;
+  size_t complete = 0;
+  m->forward_backward(x, lab.as<int32_t>(), [&](size_t layer) {
+    order.push_back(layer);
+    const auto g = m->grads().to_host();
+    while (complete < buckets.size() && buckets[complete].first_layer >= layer) {
+      for (size_t i = 0; i < buckets[complete].count; ++i)
+        ASSERT_FALSE(std::isnan(g[buckets[complete].offset + i]))
+            << "bucket " << complete << " not written when layer " << layer << " finished";
+      ++complete;
+    }
+    // And what comes after the complete buckets is untouched so far.
+    if (layer > 0) {
+      EXPECT_TRUE(std::isnan(g[n - 1])) << "layer 0's bias written before its layer ran";
+    }
+  });
+  EXPECT_EQ(order, (std::vector<size_t>{4, 3, 2, 1, 0}));
+  EXPECT_EQ(complete, buckets.size());
+}
+
+TEST_F(ModelTest, SameSeedSameParametersDifferentSeedDifferent) {
+  auto a = build_model(*dev, "cnn:lenet", Shape{1, 28, 28}, 42);
+  auto b = build_model(*dev, "cnn:lenet", Shape{1, 28, 28}, 42);
+  auto c = build_model(*dev, "cnn:lenet", Shape{1, 28, 28}, 43);
+  const auto pa = a->params().to_host();
+  EXPECT_EQ(pa, b->params().to_host());
+  EXPECT_NE(pa, c->params().to_host());
+  // He init: the first conv's weights have std sqrt(2 / 25).
+  const Param& w = a->layer(0).params()[0];
+  const auto wv = w.value.to_host();
+  double sq = 0;
+  for (float v : wv) sq += double{v} * double{v};
+  EXPECT_NEAR(std::sqrt(sq / wv.size()), std::sqrt(2.0 / 25), 0.03);
+  // Biases start at zero.
+  for (float v : a->layer(0).params()[1].value.to_host()) EXPECT_EQ(v, 0.0f);
+}
+
+TEST_F(ModelTest, EvaluateHasNoDropoutAndLeavesGradientsAlone) {
+  Model m(*dev, Shape{8});
+  m.emplace<Linear>(16);
+  m.emplace<ReLU>();
+  m.emplace<Dropout>(0.5f);
+  m.emplace<Linear>(3, Init::XavierUniform);
+  m.finalize(5);
+  Tensor x = random_input(Shape{6, 8}, 3);
+  auto lab = labels({0, 1, 2, 0, 1, 2});
+  m.forward_backward(x, lab.as<int32_t>());
+  const auto grads = m.grads().to_host();
+  const LossStats e1 = m.evaluate(x, lab.as<int32_t>());
+  const LossStats e2 = m.evaluate(x, lab.as<int32_t>());
+  EXPECT_EQ(e1.loss_sum, e2.loss_sum);  // no random mask in eval
+  EXPECT_EQ(e1.count, 6);
+  EXPECT_GE(e1.correct, 0);
+  EXPECT_LE(e1.correct, 6);
+  EXPECT_EQ(m.grads().to_host(), grads);
+  // The training forward differs from the eval one (dropout active).
+  const auto train_out = m.forward(x, Mode::Train).to_host();
+  const auto eval_out = m.forward(x, Mode::Eval).to_host();
+  EXPECT_NE(train_out, eval_out);
+  // No backward after an eval forward.
+  Tensor dy = Tensor::empty(*dev, Shape{6, 3});
+  EXPECT_THROW(m.backward(dy), Error);
+}
+
+TEST_F(ModelTest, StatsCountCorrectPredictions) {
+  // A single Linear with identity weights: logits = inputs, so the argmax is known.
+  Model m(*dev, Shape{3});
+  m.emplace<Linear>(3);
+  m.finalize(1);
+  m.params().copy_from_host(std::vector<float>{1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0});  // W, bias
+  Tensor x = Tensor::empty(*dev, Shape{4, 3});
+  x.copy_from_host(std::vector<float>{5, 0, 0, 0, 5, 0, 0, 0, 5, 5, 0, 0});
+  auto lab = labels({0, 1, 0, 0});
+  const LossStats s = m.evaluate(x, lab.as<int32_t>());
+  EXPECT_EQ(s.correct, 3);
+  EXPECT_EQ(s.count, 4);
+  const double right = std::log(std::exp(5.0) + 2) - 5, wrong = std::log(std::exp(5.0) + 2);
+  EXPECT_NEAR(s.loss_sum, 3 * right + wrong, 1e-4);
+  EXPECT_NEAR(s.accuracy(), 0.75, 1e-12);
+}
+
+TEST_F(ModelTest, BadInputsAreErrors) {
+  auto m = build_model(*dev, "mlp:6-4-3", Shape{6}, 1);
+  Tensor x = random_input(Shape{2, 5}, 4);
+  auto lab = labels({0, 1});
+  EXPECT_THROW(m->evaluate(x, lab.as<int32_t>()), Error);  // 5 values per sample, not 6
+  Tensor ok = random_input(Shape{2, 6}, 5);
+  auto bad = labels({0, 3});  // only 3 classes
+  EXPECT_THROW(m->evaluate(ok, bad.as<int32_t>()), Error);
+  EXPECT_EQ(error_kind_of([&] { Model mm(*dev, Shape{2, 5, 7}); mm.emplace<Linear>(3); }),
+            ErrorKind::Usage);  // Linear on an image without Flatten
+  EXPECT_EQ(error_kind_of([&] { Model mm(*dev, Shape{1, 3, 3}); mm.emplace<Conv2d>(2, 5); }),
+            ErrorKind::Usage);  // kernel larger than the image
+  EXPECT_EQ(error_kind_of([&] { Dropout d(*dev, 1.0f); }), ErrorKind::Usage);
+}
