@@ -134,7 +134,8 @@ int64_t DatasetWriter::chunk_rows_for(size_t sample_bytes, int64_t n) {
   return std::max<int64_t>(1, std::min(rows, n));
 }
 
-void DatasetWriter::begin_split(const std::string& name, const SplitShape& shape) {
+void DatasetWriter::begin_split(const std::string& name, const SplitShape& shape,
+                                int64_t chunk_rows) {
   LPSGD_CHECK(!x_, "begin_split('" << name << "') while split '" << split_ << "' is open");
   if (shape.c < 1 || shape.h < 1 || shape.w < 1)
     LPSGD_USAGE_ERROR("sample shape must be positive, got " << shape.c << "," << shape.h << ","
@@ -148,7 +149,8 @@ void DatasetWriter::begin_split(const std::string& name, const SplitShape& shape
   written_ = 0;
   const auto n = static_cast<hsize_t>(shape.n);
   group_ = std::make_unique<h5::Group>(h5::Group::create(*file_, name));
-  const auto rows = static_cast<hsize_t>(chunk_rows_for(shape.sample_bytes(), shape.n));
+  const auto rows = static_cast<hsize_t>(
+      chunk_rows > 0 ? chunk_rows : chunk_rows_for(shape.sample_bytes(), shape.n));
   x_ = std::make_unique<h5::Dataset>(h5::Dataset::create(
       *group_, "x", shape.type == SampleType::U8 ? h5::Type::U8 : h5::Type::F32,
       {n, static_cast<hsize_t>(shape.c), static_cast<hsize_t>(shape.h),

@@ -85,8 +85,9 @@ class DatasetWriter {
   DatasetWriter(const DatasetWriter&) = delete;
   DatasetWriter& operator=(const DatasetWriter&) = delete;
 
-  /// Starts a split of shape.n samples; chunks hold about 1 MiB of samples.
-  void begin_split(const std::string& name, const SplitShape& shape);
+  /// Starts a split of shape.n samples in chunks of `chunk_rows` samples
+  /// (0: about 1 MiB of samples, see chunk_rows_for).
+  void begin_split(const std::string& name, const SplitShape& shape, int64_t chunk_rows = 0);
   /// Appends `count` samples: x holds count*C*H*W elements of the split's type
   /// (uint8_t or float), y holds count labels in [0, num_classes). `what`
   /// names the source of the data for error messages.
