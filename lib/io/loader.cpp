@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "core/error.hpp"
+#include "core/log.hpp"
 #include "core/rng.hpp"
 
 namespace lpsgd::io {
@@ -44,6 +45,17 @@ Loader::Loader(LoaderOptions opt) : opt_(std::move(opt)) {
                                       : DatasetWriter::chunk_rows_for(sample_bytes, s.n);
   chunk_rows_ = std::max<int64_t>(1, chunk_rows_);
 
+  if (s.n >= (int64_t{1} << 32))  // the shuffles draw 32-bit indices (Rng::below)
+    LPSGD_USAGE_ERROR(opt_.path << ": /" << opt_.split << " has " << s.n
+                                << " samples; the loader supports fewer than 2^32");
+#ifndef H5_HAVE_THREADSAFE
+  // Without the thread-safe HDF5 build, a reading prefetch thread would race
+  // with HDF5 use elsewhere (checkpoints): streaming then reads inline.
+  if (streaming_ && opt_.prefetch > 0) {
+    LPSGD_WARN("HDF5 is not thread-safe here: streaming " << opt_.path << " without prefetch");
+    opt_.prefetch = 0;
+  }
+#endif
   const int64_t G = opt_.batch * opt_.world;
   if (opt_.coverage == Coverage::DropLast && s.n < G)
     LPSGD_USAGE_ERROR(opt_.path << ": /" << opt_.split << " has " << s.n

@@ -37,7 +37,9 @@
 // Threads. With prefetch > 0 a thread prepares up to `prefetch` batches ahead
 // while the caller works on the current one; batches' buffers are recycled, so
 // a steady state allocates nothing. The thread-safe HDF5 build serialises the
-// thread's reads with any other HDF5 use in the process.
+// thread's reads with any other HDF5 use in the process; with an HDF5 built
+// otherwise (e.g. parallel HDF5), streaming mode reads inline (prefetch 0)
+// and says so. Splits of 2^32 samples or more are refused.
 #pragma once
 
 #include <condition_variable>
