@@ -1,0 +1,368 @@
+#include "io/h5.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "core/error.hpp"
+
+namespace lpsgd::io::h5 {
+
+namespace {
+
+hid_t mem_type(Type t) {
+  switch (t) {
+    case Type::U8: return H5T_NATIVE_UINT8;
+    case Type::F32: return H5T_NATIVE_FLOAT;
+    case Type::Int: return H5T_NATIVE_INT32;
+    case Type::Other: break;
+  }
+  LPSGD_THROW("no memory type for an 'other' HDF5 type");
+}
+
+std::string failure(const char* what) {
+  std::string msg = std::string(what) + " failed";
+  const std::string detail = last_error();
+  if (!detail.empty()) msg += " (" + detail + ")";
+  return msg;
+}
+
+herr_t keep_first(unsigned n, const H5E_error2_t* err, void* data) {
+  auto* out = static_cast<std::string*>(data);
+  if (n == 0 && err->desc) *out = err->desc;
+  return 0;
+}
+
+herr_t collect_name(hid_t, const char* name, const H5A_info_t*, void* data) {
+  static_cast<std::vector<std::string>*>(data)->push_back(name);
+  return 0;
+}
+
+// Throws a runtime error naming `where` unless rc >= 0.
+#define H5_CHECK(rc, where, what)                                        \
+  do {                                                                   \
+    if ((rc) < 0) LPSGD_THROW((where) << ": " << failure(what));         \
+  } while (0)
+
+}  // namespace
+
+void silence_errors() {
+  // The thread-safe HDF5 build keeps one error stack (and print setting) per thread.
+  thread_local bool silenced = false;
+  if (!silenced) H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  silenced = true;
+}
+
+std::string last_error() {
+  std::string out;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, keep_first, &out);
+  return out;
+}
+
+const char* type_name(Type t) {
+  switch (t) {
+    case Type::U8: return "uint8";
+    case Type::F32: return "float32";
+    case Type::Int: return "integer";
+    case Type::Other: return "other";
+  }
+  return "?";
+}
+
+// ---- Location -------------------------------------------------------------------
+
+std::string Location::where(const std::string& child) const {
+  std::string p = path_;
+  if (!child.empty()) p = (p == "/" ? "/" : p + "/") + child;
+  return file_ + ": " + p;
+}
+
+bool Location::has(const std::string& name) const {
+  return H5Lexists(id(), name.c_str(), H5P_DEFAULT) > 0;
+}
+
+bool Location::has_attr(const std::string& name) const {
+  return H5Aexists(id(), name.c_str()) > 0;
+}
+
+namespace {
+
+// Creates attribute `name` (replacing one of that name) and writes `data`.
+void put_attr(Location& loc, const std::string& name, hid_t type, const Dataspace& space,
+              const void* data) {
+  if (loc.has_attr(name)) H5Adelete(loc.id(), name.c_str());
+  Handle a(H5Acreate2(loc.id(), name.c_str(), type, space.id(), H5P_DEFAULT, H5P_DEFAULT),
+           H5Aclose);
+  H5_CHECK(a.id(), loc.where() + " attribute " + name, "H5Acreate2");
+  H5_CHECK(H5Awrite(a.id(), type, data), loc.where() + " attribute " + name, "H5Awrite");
+}
+
+Handle open_attr(const Location& loc, const std::string& name) {
+  if (!loc.has_attr(name))
+    LPSGD_USAGE_ERROR(loc.where() << " has no attribute '" << name << "'");
+  Handle a(H5Aopen(loc.id(), name.c_str(), H5P_DEFAULT), H5Aclose);
+  H5_CHECK(a.id(), loc.where() + " attribute " + name, "H5Aopen");
+  return a;
+}
+
+hssize_t attr_count(const Handle& a) {
+  Handle space(H5Aget_space(a.id()), H5Sclose);
+  return H5Sget_simple_extent_npoints(space.id());
+}
+
+Handle vlen_string_type() {
+  Handle t(H5Tcopy(H5T_C_S1), H5Tclose);
+  H5Tset_size(t.id(), H5T_VARIABLE);
+  H5Tset_cset(t.id(), H5T_CSET_UTF8);
+  return t;
+}
+
+}  // namespace
+
+void Location::write_attr(const std::string& name, const std::string& value) {
+  Handle t = vlen_string_type();
+  Dataspace space(Handle(H5Screate(H5S_SCALAR), H5Sclose));
+  const char* p = value.c_str();
+  put_attr(*this, name, t.id(), space, &p);
+}
+
+void Location::write_attr(const std::string& name, const std::vector<std::string>& values) {
+  Handle t = vlen_string_type();
+  std::vector<const char*> ptrs;
+  for (const auto& v : values) ptrs.push_back(v.c_str());
+  put_attr(*this, name, t.id(), Dataspace::simple({values.size()}), ptrs.data());
+}
+
+void Location::write_attr(const std::string& name, const std::vector<double>& values) {
+  put_attr(*this, name, H5T_NATIVE_DOUBLE, Dataspace::simple({values.size()}), values.data());
+}
+
+void Location::write_attr(const std::string& name, int64_t value) {
+  Dataspace space(Handle(H5Screate(H5S_SCALAR), H5Sclose));
+  put_attr(*this, name, H5T_NATIVE_INT64, space, &value);
+}
+
+std::vector<std::string> Location::read_attr_strings(const std::string& name) const {
+  Handle a = open_attr(*this, name);
+  const std::string what = where() + " attribute " + name;
+  Handle ftype(H5Aget_type(a.id()), H5Tclose);
+  if (H5Tget_class(ftype.id()) != H5T_STRING)
+    LPSGD_USAGE_ERROR(what << " is not a string attribute");
+  const auto n = static_cast<size_t>(attr_count(a));
+  std::vector<std::string> out;
+  if (H5Tis_variable_str(ftype.id()) > 0) {
+    Handle mtype = vlen_string_type();
+    std::vector<char*> ptrs(n, nullptr);
+    H5_CHECK(H5Aread(a.id(), mtype.id(), ptrs.data()), what, "H5Aread");
+    for (char* p : ptrs) out.emplace_back(p ? p : "");
+    Handle space(H5Aget_space(a.id()), H5Sclose);
+    H5Dvlen_reclaim(mtype.id(), space.id(), H5P_DEFAULT, ptrs.data());
+  } else {  // fixed-length strings, e.g. numpy 'S' arrays written by h5py
+    const size_t len = H5Tget_size(ftype.id());
+    Handle mtype(H5Tcopy(H5T_C_S1), H5Tclose);
+    H5Tset_size(mtype.id(), len);
+    std::vector<char> buf(n * len);
+    H5_CHECK(H5Aread(a.id(), mtype.id(), buf.data()), what, "H5Aread");
+    for (size_t i = 0; i < n; ++i) {
+      std::string s(buf.data() + i * len, len);
+      s.resize(s.find('\0') == std::string::npos ? len : s.find('\0'));
+      out.push_back(s);
+    }
+  }
+  return out;
+}
+
+std::string Location::read_attr_string(const std::string& name) const {
+  auto v = read_attr_strings(name);
+  if (v.size() != 1) LPSGD_USAGE_ERROR(where() << " attribute " << name << " is not one string");
+  return v[0];
+}
+
+std::vector<double> Location::read_attr_doubles(const std::string& name) const {
+  Handle a = open_attr(*this, name);
+  Handle ftype(H5Aget_type(a.id()), H5Tclose);
+  const H5T_class_t cls = H5Tget_class(ftype.id());
+  if (cls != H5T_FLOAT && cls != H5T_INTEGER)
+    LPSGD_USAGE_ERROR(where() << " attribute " << name << " is not numeric");
+  std::vector<double> out(static_cast<size_t>(attr_count(a)));
+  H5_CHECK(H5Aread(a.id(), H5T_NATIVE_DOUBLE, out.data()), where() + " attribute " + name,
+           "H5Aread");
+  return out;
+}
+
+int64_t Location::read_attr_int(const std::string& name) const {
+  Handle a = open_attr(*this, name);
+  Handle ftype(H5Aget_type(a.id()), H5Tclose);
+  if (H5Tget_class(ftype.id()) != H5T_INTEGER || attr_count(a) != 1)
+    LPSGD_USAGE_ERROR(where() << " attribute " << name << " is not one integer");
+  int64_t v = 0;
+  H5_CHECK(H5Aread(a.id(), H5T_NATIVE_INT64, &v), where() + " attribute " + name, "H5Aread");
+  return v;
+}
+
+std::vector<std::string> Location::attr_names() const {
+  std::vector<std::string> names;
+  H5_CHECK(H5Aiterate2(id(), H5_INDEX_NAME, H5_ITER_INC, nullptr, collect_name, &names), where(),
+           "H5Aiterate2");
+  return names;
+}
+
+// ---- File, Group ----------------------------------------------------------------
+
+File File::open_read(const std::string& path) {
+  silence_errors();
+  if (::access(path.c_str(), F_OK) != 0) LPSGD_USAGE_ERROR(path << ": no such file");
+  if (::access(path.c_str(), R_OK) != 0) LPSGD_USAGE_ERROR(path << ": not readable");
+  if (H5Fis_hdf5(path.c_str()) <= 0) LPSGD_USAGE_ERROR(path << ": not an HDF5 file");
+  Handle h(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  if (!h.valid()) LPSGD_USAGE_ERROR(path << ": cannot open HDF5 file (" << last_error() << ")");
+  return File(std::move(h), path, "/");
+}
+
+File File::create(const std::string& path) {
+  silence_errors();
+  Handle h(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+  if (!h.valid()) LPSGD_USAGE_ERROR(path << ": cannot create HDF5 file (" << last_error() << ")");
+  return File(std::move(h), path, "/");
+}
+
+void File::flush() { H5_CHECK(H5Fflush(id(), H5F_SCOPE_GLOBAL), where(), "H5Fflush"); }
+
+Group Group::create(Location& parent, const std::string& name) {
+  Handle h(H5Gcreate2(parent.id(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+           H5Gclose);
+  H5_CHECK(h.id(), parent.where(name), "H5Gcreate2");
+  const std::string p = parent.path() == "/" ? "/" + name : parent.path() + "/" + name;
+  return Group(std::move(h), parent.file(), p);
+}
+
+Group Group::open(const Location& parent, const std::string& name) {
+  if (!parent.has(name)) LPSGD_USAGE_ERROR(parent.where(name) << ": no such group");
+  Handle h(H5Gopen2(parent.id(), name.c_str(), H5P_DEFAULT), H5Gclose);
+  if (!h.valid()) LPSGD_USAGE_ERROR(parent.where(name) << ": not a group");
+  const std::string p = parent.path() == "/" ? "/" + name : parent.path() + "/" + name;
+  return Group(std::move(h), parent.file(), p);
+}
+
+// ---- Dataspace ------------------------------------------------------------------
+
+Dataspace Dataspace::simple(const std::vector<hsize_t>& dims) {
+  Handle h(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose);
+  if (!h.valid()) LPSGD_THROW("H5Screate_simple failed");
+  return Dataspace(std::move(h));
+}
+
+std::vector<hsize_t> Dataspace::dims() const {
+  const int rank = H5Sget_simple_extent_ndims(id());
+  if (rank < 0) LPSGD_THROW(failure("H5Sget_simple_extent_ndims"));
+  std::vector<hsize_t> d(static_cast<size_t>(rank));
+  H5Sget_simple_extent_dims(id(), d.data(), nullptr);
+  return d;
+}
+
+void Dataspace::select(const std::vector<hsize_t>& start, const std::vector<hsize_t>& count) {
+  if (H5Sselect_hyperslab(id(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr) < 0)
+    LPSGD_THROW(failure("H5Sselect_hyperslab"));
+}
+
+void Dataspace::select_rows(hsize_t start, hsize_t count, bool first) {
+  std::vector<hsize_t> s = dims(), c = s;
+  std::fill(s.begin(), s.end(), 0);
+  s[0] = start;
+  c[0] = count;
+  if (H5Sselect_hyperslab(id(), first ? H5S_SELECT_SET : H5S_SELECT_OR, s.data(), nullptr,
+                          c.data(), nullptr) < 0)
+    LPSGD_THROW(failure("H5Sselect_hyperslab"));
+}
+
+// ---- Dataset --------------------------------------------------------------------
+
+Dataset Dataset::create(Location& parent, const std::string& name, Type type,
+                        const std::vector<hsize_t>& dims, hsize_t chunk_rows, int gzip_level) {
+  const std::string where = parent.where(name);
+  Dataspace space = Dataspace::simple(dims);
+  Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+  std::vector<hsize_t> chunk = dims;
+  chunk[0] = std::max<hsize_t>(1, std::min(chunk_rows, dims[0]));
+  for (hsize_t& c : chunk) c = std::max<hsize_t>(c, 1);
+  H5_CHECK(H5Pset_chunk(dcpl.id(), static_cast<int>(chunk.size()), chunk.data()), where,
+           "H5Pset_chunk");
+  if (gzip_level > 0) H5_CHECK(H5Pset_deflate(dcpl.id(), static_cast<unsigned>(gzip_level)),
+                               where, "H5Pset_deflate");
+  const hid_t ftype = type == Type::U8 ? H5T_STD_U8LE
+                      : type == Type::F32 ? H5T_IEEE_F32LE
+                                          : H5T_STD_I32LE;
+  Handle h(H5Dcreate2(parent.id(), name.c_str(), ftype, space.id(), H5P_DEFAULT, dcpl.id(),
+                      H5P_DEFAULT),
+           H5Dclose);
+  H5_CHECK(h.id(), where, "H5Dcreate2");
+  return Dataset(std::move(h), where);
+}
+
+Dataset Dataset::open(const Location& parent, const std::string& name, size_t cache_bytes) {
+  const std::string where = parent.where(name);
+  if (!parent.has(name)) LPSGD_USAGE_ERROR(where << ": missing dataset");
+  Handle dapl(H5Pcreate(H5P_DATASET_ACCESS), H5Pclose);
+  if (cache_bytes > 0)
+    H5Pset_chunk_cache(dapl.id(), 12421 /* prime, many slots */, cache_bytes, 1.0);
+  Handle h(H5Dopen2(parent.id(), name.c_str(), dapl.id()), H5Dclose);
+  if (!h.valid()) LPSGD_USAGE_ERROR(where << ": not a dataset");
+  return Dataset(std::move(h), where);
+}
+
+Dataspace Dataset::space() const {
+  Handle s(H5Dget_space(id()), H5Sclose);
+  H5_CHECK(s.id(), where_, "H5Dget_space");
+  return Dataspace(std::move(s));
+}
+
+std::vector<hsize_t> Dataset::dims() const { return space().dims(); }
+
+Type Dataset::type() const {
+  Handle t(H5Dget_type(id()), H5Tclose);
+  H5_CHECK(t.id(), where_, "H5Dget_type");
+  const H5T_class_t cls = H5Tget_class(t.id());
+  const size_t size = H5Tget_size(t.id());
+  if (cls == H5T_INTEGER && size == 1 && H5Tget_sign(t.id()) == H5T_SGN_NONE) return Type::U8;
+  if (cls == H5T_INTEGER) return Type::Int;
+  if (cls == H5T_FLOAT && size == 4) return Type::F32;
+  return Type::Other;
+}
+
+hsize_t Dataset::chunk_rows() const {
+  Handle dcpl(H5Dget_create_plist(id()), H5Pclose);
+  if (H5Pget_layout(dcpl.id()) != H5D_CHUNKED) return 0;
+  std::vector<hsize_t> chunk(dims().size());
+  H5_CHECK(H5Pget_chunk(dcpl.id(), static_cast<int>(chunk.size()), chunk.data()), where_,
+           "H5Pget_chunk");
+  return chunk.empty() ? 0 : chunk[0];
+}
+
+void Dataset::read_selection(const Dataspace& file_space, hsize_t rows, Type mem,
+                             void* out) const {
+  std::vector<hsize_t> d = file_space.dims();
+  d[0] = rows;
+  Dataspace mspace = Dataspace::simple(d);
+  H5_CHECK(H5Dread(id(), mem_type(mem), mspace.id(), file_space.id(), H5P_DEFAULT, out), where_,
+           "H5Dread");
+}
+
+void Dataset::read_rows(hsize_t start, hsize_t count, Type mem, void* out) const {
+  if (count == 0) return;
+  Dataspace fspace = space();
+  fspace.select_rows(start, count, true);
+  read_selection(fspace, count, mem, out);
+}
+
+void Dataset::write_rows(hsize_t start, hsize_t count, Type mem, const void* in) {
+  if (count == 0) return;
+  Dataspace fspace = space();
+  fspace.select_rows(start, count, true);
+  std::vector<hsize_t> d = fspace.dims();
+  d[0] = count;
+  Dataspace mspace = Dataspace::simple(d);
+  H5_CHECK(H5Dwrite(id(), mem_type(mem), mspace.id(), fspace.id(), H5P_DEFAULT, in), where_,
+           "H5Dwrite");
+}
+
+}  // namespace lpsgd::io::h5

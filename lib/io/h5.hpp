@@ -1,0 +1,169 @@
+// Small RAII wrappers over the HDF5 C API, just what lpsgd's datasets and
+// checkpoints need.
+//
+// Every handle closes itself; every failing call becomes an lpsgd::Error that
+// names the file and the object ("data.h5: /train/x: ..."), with HDF5's own
+// description of the failure appended. HDF5's habit of printing its error stack
+// to stderr is switched off once, the first time any wrapper is used, so a
+// failure prints lpsgd's one line and nothing else.
+#pragma once
+
+#include <hdf5.h>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace lpsgd::io::h5 {
+
+/// Turns off HDF5's automatic error-stack printing for the calling thread
+/// (HDF5 keeps one per thread); cheap to call again.
+void silence_errors();
+
+/// The innermost message of HDF5's current error stack, or "" when empty.
+std::string last_error();
+
+/// A move-only owner of one hid_t, closed with the matching H5?close.
+class Handle {
+ public:
+  using Closer = herr_t (*)(hid_t);
+  Handle() = default;
+  Handle(hid_t id, Closer close) : id_(id), close_(close) {}
+  ~Handle() { reset(); }
+  Handle(Handle&& o) noexcept : id_(std::exchange(o.id_, H5I_INVALID_HID)), close_(o.close_) {}
+  Handle& operator=(Handle&& o) noexcept {
+    if (this != &o) {
+      reset();
+      id_ = std::exchange(o.id_, H5I_INVALID_HID);
+      close_ = o.close_;
+    }
+    return *this;
+  }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+
+  hid_t id() const { return id_; }
+  bool valid() const { return id_ >= 0; }
+  void reset() {
+    if (id_ >= 0 && close_) close_(id_);
+    id_ = H5I_INVALID_HID;
+  }
+
+ private:
+  hid_t id_ = H5I_INVALID_HID;
+  Closer close_ = nullptr;
+};
+
+/// Element type of a dataset as lpsgd sees it.
+enum class Type { U8, F32, Int, Other };
+const char* type_name(Type t);
+
+class Dataspace;
+class Attribute;
+
+/// A file or a group: something that holds datasets, groups and attributes.
+class Location {
+ public:
+  /// `file` is the path on disk, `path` the object inside it ("/" or "/train").
+  Location(Handle h, std::string file, std::string path)
+      : h_(std::move(h)), file_(std::move(file)), path_(std::move(path)) {}
+  hid_t id() const { return h_.id(); }
+  const std::string& file() const { return file_; }
+  const std::string& path() const { return path_; }
+  /// "file: /path" for messages.
+  std::string where(const std::string& child = "") const;
+
+  /// True when a link called `name` exists here (relative, no slashes needed).
+  bool has(const std::string& name) const;
+  bool has_attr(const std::string& name) const;
+
+  void write_attr(const std::string& name, const std::string& value);
+  void write_attr(const std::string& name, const std::vector<std::string>& values);
+  void write_attr(const std::string& name, const std::vector<double>& values);
+  void write_attr(const std::string& name, int64_t value);
+  std::string read_attr_string(const std::string& name) const;
+  std::vector<std::string> read_attr_strings(const std::string& name) const;
+  std::vector<double> read_attr_doubles(const std::string& name) const;
+  int64_t read_attr_int(const std::string& name) const;
+  /// Names of all attributes here, in creation order.
+  std::vector<std::string> attr_names() const;
+
+ private:
+  Handle h_;
+  std::string file_, path_;
+};
+
+class File : public Location {
+ public:
+  /// Opens an existing HDF5 file read-only. A missing file or one that is not
+  /// HDF5 is a usage error naming the file.
+  static File open_read(const std::string& path);
+  /// Creates (truncates) a file for writing.
+  static File create(const std::string& path);
+  /// Flushes everything written so far to disk.
+  void flush();
+
+ private:
+  using Location::Location;
+};
+
+class Group : public Location {
+ public:
+  static Group create(Location& parent, const std::string& name);
+  static Group open(const Location& parent, const std::string& name);
+
+ private:
+  using Location::Location;
+};
+
+class Dataspace {
+ public:
+  explicit Dataspace(Handle h) : h_(std::move(h)) {}
+  /// A simple dataspace of the given extent.
+  static Dataspace simple(const std::vector<hsize_t>& dims);
+  hid_t id() const { return h_.id(); }
+  std::vector<hsize_t> dims() const;
+  /// Selects the block [start, start+count) along every axis (replacing).
+  void select(const std::vector<hsize_t>& start, const std::vector<hsize_t>& count);
+  /// Adds the block [start, start+count) along axis 0 (all of the other axes)
+  /// to the selection; `first` replaces the selection instead.
+  void select_rows(hsize_t start, hsize_t count, bool first);
+
+ private:
+  Handle h_;
+};
+
+/// An N-dimensional dataset; rows are along axis 0.
+class Dataset {
+ public:
+  Dataset(Handle h, std::string where) : h_(std::move(h)), where_(std::move(where)) {}
+  /// Creates a dataset chunked by `chunk_rows` rows along axis 0, optionally
+  /// gzip-compressed (gzip_level 1..9, 0 = off).
+  static Dataset create(Location& parent, const std::string& name, Type type,
+                        const std::vector<hsize_t>& dims, hsize_t chunk_rows, int gzip_level);
+  /// Opens a dataset; a missing one is a usage error naming file and path.
+  /// `cache_bytes` > 0 sets the dataset's chunk cache size.
+  static Dataset open(const Location& parent, const std::string& name, size_t cache_bytes = 0);
+
+  hid_t id() const { return h_.id(); }
+  const std::string& where() const { return where_; }
+  std::vector<hsize_t> dims() const;
+  Type type() const;
+  /// Rows per chunk along axis 0, or 0 when the dataset is not chunked.
+  hsize_t chunk_rows() const;
+  Dataspace space() const;
+
+  /// Reads rows [start, start+count) into `out` as `mem` (converting if needed).
+  void read_rows(hsize_t start, hsize_t count, Type mem, void* out) const;
+  /// Reads the rows selected in `file_space` into a contiguous buffer of `rows` rows.
+  void read_selection(const Dataspace& file_space, hsize_t rows, Type mem, void* out) const;
+  /// Writes rows [start, start+count) from `in`, which holds elements of type `mem`.
+  void write_rows(hsize_t start, hsize_t count, Type mem, const void* in);
+
+ private:
+  Handle h_;
+  std::string where_;
+};
+
+}  // namespace lpsgd::io::h5

@@ -1,0 +1,3 @@
+# Unit tests of lib/io: datasets, IDX import, synthetic data, the Loader.
+lpsgd_unit_test(test_io_loader SOURCES test_io_loader.cpp DEPS lpsgd_io)
+lpsgd_unit_test(test_io_data SOURCES test_io_data.cpp DEPS lpsgd_io)
