@@ -1,14 +1,266 @@
-// lpsgd bench: placeholder until its issue lands.
+// lpsgd bench: broadcast / reduce / allreduce benchmark in the style of
+// nccl-tests. Algorithms given as a list run in one process, interleaved
+// iteration by iteration so that drift hits them alike. Per iteration the time
+// is the slowest rank's; a row reports the median over iterations, algbw =
+// bytes / time and busbw = algbw × 2(P−1)/P for allreduce (× 1 for bcast and
+// reduce), so numbers compare directly with NCCL's.
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
 #include "app/commands.hpp"
+#include "comm/calibrate.hpp"
+#include "comm/communicator.hpp"
 #include "core/cli.hpp"
+#include "core/log.hpp"
+#include "core/timer.hpp"
 
 namespace lpsgd::app {
+namespace {
+
+using namespace comm;
+
+struct Row {
+  std::string op, algo, dtype;
+  uint64_t bytes = 0, count = 0, block = 0;
+  int root = 0, ranks = 0;
+  double time_us = 0, algbw = 0, busbw = 0, predicted_us = 0;
+  uint64_t wrong = 0;
+};
+
+// Exact inputs: small integers that differ by rank, so every sum is exact.
+template <class T>
+T input_value(size_t i, int rank) {
+  return static_cast<T>(static_cast<int>((i * 7 + static_cast<size_t>(rank) * 13) % 17) - 8);
+}
+
+template <class T>
+void fill_input(T* p, size_t n, int rank) {
+  for (size_t i = 0; i < n; ++i) p[i] = input_value<T>(i, rank);
+}
+
+template <class T>
+uint64_t count_wrong(const T* out, size_t n, CollKind kind, int root, int P, int rank) {
+  if (kind == CollKind::Reduce && rank != root) return 0;
+  uint64_t wrong = 0;
+  for (size_t i = 0; i < n; ++i) {
+    T expect = 0;
+    if (kind == CollKind::Bcast) {
+      expect = input_value<T>(i, root);
+    } else {
+      for (int r = 0; r < P; ++r) expect = static_cast<T>(expect + input_value<T>(i, r));
+    }
+    wrong += out[i] != expect;
+  }
+  return wrong;
+}
+
+std::string json_row(const Row& r) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "{\"op\": \"%s\", \"algo\": \"%s\", \"dtype\": \"%s\", \"bytes\": %llu, "
+                "\"count\": %llu, \"root\": %d, \"ranks\": %d, \"block\": %llu, "
+                "\"time_us\": %.3f, \"algbw_gbs\": %.4f, \"busbw_gbs\": %.4f, "
+                "\"predicted_us\": %s, \"wrong\": %llu}",
+                r.op.c_str(), r.algo.c_str(), r.dtype.c_str(),
+                static_cast<unsigned long long>(r.bytes), static_cast<unsigned long long>(r.count),
+                r.root, r.ranks, static_cast<unsigned long long>(r.block), r.time_us, r.algbw,
+                r.busbw,
+                std::isfinite(r.predicted_us) ? std::to_string(r.predicted_us).c_str() : "null",
+                static_cast<unsigned long long>(r.wrong));
+  return buf;
+}
+
+}  // namespace
 
 int run_bench(int argc, char** argv) {
-  cli::po::options_description desc("lpsgd bench options");
-  cli::po::variables_map vm;
-  if (!cli::parse(argc, argv, desc, vm, "usage: lpsgd bench [options]")) return 0;
-  return not_built("lpsgd bench");
+  namespace po = cli::po;
+  std::string ops_s, algos_s, min_s, max_s, dtype_s, block_s, links_s, json_path, csv_path, calib;
+  double factor = 2, timeout = 300;
+  int iters = 20, warmup = 5, root = 0, window = 4, rpn = 0;
+  bool check = false, do_calibrate = false;
+  po::options_description desc("lpsgd bench options");
+  desc.add_options()
+    ("op", po::value(&ops_s)->default_value("allreduce"), "collectives: bcast,reduce,allreduce")
+    ("algo", po::value(&algos_s)->default_value("lp,mpi"), "algorithms: lp,mst,be,ring,mpi,auto")
+    ("minbytes,b", po::value(&min_s)->default_value("1M"), "smallest message (K/M/G suffixes)")
+    ("maxbytes,e", po::value(&max_s)->default_value("64M"), "largest message")
+    ("stepfactor,f", po::value(&factor)->default_value(4), "size multiplier between rows")
+    ("iters,n", po::value(&iters)->default_value(20), "timed iterations per row")
+    ("warmup,w", po::value(&warmup)->default_value(5), "untimed iterations per row")
+    ("root", po::value(&root)->default_value(0), "root (chain position) for bcast and reduce")
+    ("dtype", po::value(&dtype_s)->default_value("float"), "float, double or int32")
+    ("block", po::value(&block_s)->default_value("auto"), "LP block: bytes or auto (cost model)")
+    ("window", po::value(&window)->default_value(4), "LP blocks in flight per link (W)")
+    ("links", po::value(&links_s)->default_value("auto"), "auto (peer links in a node) or mpi")
+    ("ranks-per-node", po::value(&rpn)->default_value(0), "split ranks into pretend nodes of N")
+    ("comm-timeout", po::value(&timeout)->default_value(300), "seconds without progress = error")
+    ("check", po::bool_switch(&check), "validate every result and count wrong elements")
+    ("json", po::value(&json_path), "write one JSON object per row to FILE")
+    ("csv", po::value(&csv_path), "write the rows as CSV to FILE")
+    ("calibrate", po::bool_switch(&do_calibrate), "measure alpha, beta, gamma; write the calibration file")
+    ("calibration", po::value(&calib), "calibration file to read/write (default ~/.cache/lpsgd/calibration.ini)");
+  po::variables_map vm;
+  if (!cli::parse(argc, argv, desc, vm, "usage: lpsgd bench [--op LIST] [--algo LIST] [-b MIN -e MAX -f F] [options]"))
+    return 0;
+
+  int world = 1, wrank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
+  cli::require_range("iters", iters, 1, 1000000);
+  cli::require_range("warmup", warmup, 0, 1000000);
+  cli::require_range("window", window, 1, 16);
+  cli::require_range("root", root, 0, world - 1);
+  if (!(factor > 1)) LPSGD_USAGE_ERROR("--stepfactor must be > 1, got " << factor);
+  const uint64_t min_bytes = cli::parse_bytes(min_s), max_bytes = cli::parse_bytes(max_s);
+  if (min_bytes > max_bytes) LPSGD_USAGE_ERROR("--minbytes " << min_s << " exceeds --maxbytes " << max_s);
+  const DType dtype = parse_dtype(dtype_s);
+  const size_t esize = dtype_size(dtype);
+  const size_t block = block_s == "auto" ? 0 : cli::parse_bytes(block_s);
+  std::vector<CollKind> ops;
+  for (auto& s : cli::split_list(ops_s)) ops.push_back(parse_coll(s));
+  std::vector<Algo> algos;
+  for (auto& s : cli::split_list(algos_s)) algos.push_back(parse_algo(s));
+  if (ops.empty() || algos.empty()) LPSGD_USAGE_ERROR("--op and --algo need at least one entry");
+
+  auto dev = make_device(DeviceKind::Cpu);
+
+  if (do_calibrate) {
+    CostModel m = calibrate(MPI_COMM_WORLD, *dev, rpn);
+    const std::string path = calib.empty() ? CostModel::default_path() : calib;
+    if (wrank == 0) {
+      m.save(path);
+      std::printf("# calibration written to %s\n#  alpha_shm %.3g s  beta_shm %.3g s/B (%.2f GB/s)\n"
+                  "#  alpha_mpi %.3g s  beta_mpi %.3g s/B (%.2f GB/s)\n#  gamma %.3g s/B (%.2f GB/s)\n",
+                  path.c_str(), m.alpha_shm, m.beta_shm, 1e-9 / m.beta_shm, m.alpha_mpi,
+                  m.beta_mpi, 1e-9 / m.beta_mpi, m.gamma, 1e-9 / m.gamma);
+    }
+    return 0;
+  }
+
+  CommOptions o;
+  o.links = parse_links(links_s);
+  o.ranks_per_node = rpn;
+  o.window = window;
+  o.timeout_s = timeout;
+  o.calibration_file = calib;
+  o.slot_bytes = std::max<size_t>(block ? block : 0, 4u << 20);
+  Communicator comm(MPI_COMM_WORLD, *dev, o);
+  const int P = comm.size(), me = comm.rank();
+
+  // Every buffer is allocated and touched once, before anything is timed.
+  const size_t max_count = std::max<size_t>(1, max_bytes / esize);
+  DeviceBuffer in(*dev, max_count * esize), out(*dev, max_count * esize);
+  comm.reserve_scratch(max_count * esize);
+  dispatch_dtype(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    fill_input(in.as<T>(), max_count, me);
+  });
+
+  if (me == 0) {
+    std::printf("# lpsgd bench: P=%d chain %s, links %s, window %d\n", P,
+                comm.chain().describe().c_str(), links_s.c_str(), window);
+    std::printf("# %10s %12s %6s %5s %5s %8s %12s %8s %8s %8s %12s\n", "size", "count", "type",
+                "root", "algo", "block", "time(us)", "algbw", "busbw", "#wrong", "pred(us)");
+  }
+  std::vector<Row> rows;
+  for (uint64_t bytes = min_bytes;;) {
+    const size_t count = bytes / esize;
+    for (CollKind kind : ops) {
+      const int r = kind == CollKind::Allreduce ? 0 : root;
+      std::vector<std::vector<double>> times(algos.size());
+      std::vector<uint64_t> wrong(algos.size(), 0);
+      std::vector<size_t> blocks(algos.size(), 0);
+      for (int it = 0; it < warmup + iters; ++it) {
+        for (size_t a = 0; a < algos.size(); ++a) {
+          if (!supports(algos[a], kind)) continue;
+          CollArgs args{kind, in.data(), out.data(), count, dtype, ReduceOp::Sum, r};
+          auto h = comm.create(algos[a], args, block);
+          blocks[a] = h->block_bytes();
+          MPI_Barrier(comm.ctrl_comm());
+          Timer t;
+          h->start();
+          h->wait();
+          double dt = t.elapsed_s();
+          MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, comm.ctrl_comm());
+          if (it >= warmup) times[a].push_back(dt);
+          if (check && it == warmup + iters - 1) {
+            uint64_t w = dispatch_dtype(dtype, [&](auto tag) {
+              using T = decltype(tag);
+              return count_wrong(out.as<T>(), count, kind, r, P, me);
+            });
+            MPI_Allreduce(MPI_IN_PLACE, &w, 1, MPI_UINT64_T, MPI_SUM, comm.ctrl_comm());
+            wrong[a] = w;
+          }
+        }
+      }
+      for (size_t a = 0; a < algos.size(); ++a) {
+        if (!supports(algos[a], kind)) continue;
+        auto& ts = times[a];
+        std::sort(ts.begin(), ts.end());
+        const double med = ts.size() % 2 ? ts[ts.size() / 2]
+                                         : 0.5 * (ts[ts.size() / 2 - 1] + ts[ts.size() / 2]);
+        Row row;
+        row.op = coll_name(kind);
+        const auto [resolved, rb] = comm.resolve(algos[a], {kind, nullptr, nullptr, count, dtype, ReduceOp::Sum, r}, block);
+        row.algo = algos[a] == Algo::Auto ? std::string("auto:") + algo_name(resolved) : algo_name(algos[a]);
+        row.dtype = dtype_name(dtype);
+        row.bytes = count * esize;
+        row.count = count;
+        row.root = r;
+        row.ranks = P;
+        row.block = blocks[a];
+        row.time_us = med * 1e6;
+        row.algbw = med > 0 ? static_cast<double>(row.bytes) / med / 1e9 : 0;
+        row.busbw = row.algbw * (kind == CollKind::Allreduce ? 2.0 * (P - 1) / P : 1.0);
+        row.predicted_us = 1e6 * comm.model().predict(resolved, kind, static_cast<double>(row.bytes), P, r,
+                                                      static_cast<double>(rb), LinkMix::of(comm.chain()));
+        row.wrong = check ? wrong[a] : 0;
+        rows.push_back(row);
+        if (me == 0) {
+          char pred[32];
+          if (std::isfinite(row.predicted_us)) std::snprintf(pred, sizeof pred, "%12.1f", row.predicted_us);
+          else std::snprintf(pred, sizeof pred, "%12s", "n/a");
+          std::printf("  %10s %12llu %6s %5d %5s %8s %12.1f %8.2f %8.2f %8s %s\n",
+                      cli::format_bytes(row.bytes).c_str(), static_cast<unsigned long long>(count),
+                      row.dtype.c_str(), r, row.algo.c_str(),
+                      row.block ? cli::format_bytes(row.block).c_str() : "-", row.time_us,
+                      row.algbw, row.busbw, check ? std::to_string(row.wrong).c_str() : "-", pred);
+          std::fflush(stdout);
+        }
+      }
+    }
+    if (bytes >= max_bytes) break;
+    bytes = std::min<uint64_t>(max_bytes, static_cast<uint64_t>(std::ceil(static_cast<double>(bytes) * factor)));
+  }
+
+  uint64_t total_wrong = 0;
+  for (auto& r : rows) total_wrong += r.wrong;
+  if (me == 0) {
+    if (!json_path.empty()) {
+      std::ofstream f(json_path);
+      if (!f) LPSGD_THROW("cannot write '" << json_path << "'");
+      for (auto& r : rows) f << json_row(r) << "\n";
+    }
+    if (!csv_path.empty()) {
+      std::ofstream f(csv_path);
+      if (!f) LPSGD_THROW("cannot write '" << csv_path << "'");
+      f << "op,algo,dtype,bytes,count,root,ranks,block,time_us,algbw_gbs,busbw_gbs,predicted_us,wrong\n";
+      for (auto& r : rows)
+        f << r.op << "," << r.algo << "," << r.dtype << "," << r.bytes << "," << r.count << ","
+          << r.root << "," << r.ranks << "," << r.block << "," << r.time_us << "," << r.algbw << ","
+          << r.busbw << "," << (std::isfinite(r.predicted_us) ? std::to_string(r.predicted_us) : "") << ","
+          << r.wrong << "\n";
+    }
+    if (check) std::printf("# wrong elements in total: %llu\n", static_cast<unsigned long long>(total_wrong));
+  }
+  return total_wrong ? 1 : 0;
 }
 
 }  // namespace lpsgd::app

@@ -1,0 +1,17 @@
+// Calibration: measure α and β of each link kind with short ping-pongs between
+// chain neighbours, and γ of the device's reduce step, to fill the cost model.
+#pragma once
+
+#include <mpi.h>
+
+#include "comm/cost_model.hpp"
+#include "device/device.hpp"
+
+namespace lpsgd::comm {
+
+/// Collective over `parent` (needs at least 2 ranks for α and β; with one rank
+/// only γ is measured and the rest keep their defaults). Every rank returns
+/// the same model.
+CostModel calibrate(MPI_Comm parent, Device& dev, int ranks_per_node, int reps = 50);
+
+}  // namespace lpsgd::comm
