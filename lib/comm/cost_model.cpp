@@ -26,11 +26,12 @@ int lp_depth(CollKind kind, int P, int root) {
   const int c = kind == CollKind::Allreduce ? (P - 1) / 2 : root;
   return std::max(c, P - 1 - c);
 }
-// Pipeline start-up steps S in T = (S + k)(α + bβ').
-double lp_startup(CollKind kind, int P, int root) {
+// Pipeline start-up steps S in T = (S + k)(α + bβ'). A peer link adds one
+// stage: the sender composes a block in its slot before the receiver reads it.
+double lp_startup(CollKind kind, int P, int root, LinkMix mix) {
   const int D = lp_depth(kind, P, root);
   if (D == 0) return 0;
-  return kind == CollKind::Allreduce ? 2.0 * D - 1 : D - 1.0;
+  return (kind == CollKind::Allreduce ? 2.0 * D - 1 : D - 1.0) + (mix.shm ? 1.0 : 0.0);
 }
 }  // namespace
 
@@ -68,7 +69,7 @@ double CostModel::predict(Algo algo, CollKind kind, double n, int P, int root, d
       const double b = std::max(1.0, std::min(block, n));
       const double k = std::ceil(n / b);
       const double per_byte = kind == CollKind::Bcast ? lb : lb + g;
-      return (lp_startup(kind, P, root) + k) * (la + b * per_byte);
+      return (lp_startup(kind, P, root, mix) + k) * (la + b * per_byte);
     }
     case Algo::Mst: {
       const double L = log2ceil(P);
@@ -94,7 +95,7 @@ double CostModel::predict(Algo algo, CollKind kind, double n, int P, int root, d
 }
 
 double CostModel::best_block(CollKind kind, double n, int P, int root, LinkMix mix) const {
-  const double S = lp_startup(kind, P, root);
+  const double S = lp_startup(kind, P, root, mix);
   if (n <= 0) return 1;
   if (S <= 0) return n;  // nothing to pipeline against: one block
   const double per_byte = lp_beta(mix) + (kind == CollKind::Bcast ? 0.0 : gamma);

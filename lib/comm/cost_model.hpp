@@ -7,7 +7,9 @@
 //
 // LP on a chain with depth D (hops from the farthest rank to the centre) and
 // k = ⌈n/b⌉ blocks takes (S + k)(α + bβ [+ bγ]) with S = D−1 (bcast, reduce) or
-// 2D−1 (allreduce: reduce to the middle, broadcast back out). Minimising over b
+// 2D−1 (allreduce: reduce to the middle, broadcast back out), plus one when the
+// chain has peer links (the sender's copy into its slot is a stage of its own).
+// Minimising over b
 // gives b* = √(nα / (S(β[+γ]))). Baselines: MST ⌈log P⌉(α + nβ); BE
 // (scatter/reduce-scatter + allgather) ≈ 2 log P α + 2 n(P−1)/P β; ring
 // allreduce 2(P−1)(α + nβ/P). Calibrated numbers come from `lpsgd bench
