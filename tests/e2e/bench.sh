@@ -28,6 +28,19 @@ done
 head -1 "$tmp/r.csv" | grep -q '^op,algo,dtype,bytes,count,root,ranks,block,time_us,algbw_gbs,busbw_gbs,predicted_us,wrong$' \
   || { echo "FAIL: CSV header"; fails=$((fails + 1)); }
 
+# The plot script turns the JSON into one PNG per collective.
+plot="$(dirname "$0")/../../jobs/plot/bench.py"
+if /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
+  if "$plot" "$tmp/r.json" --out "$tmp/png" >"$tmp/plot.out" 2>&1 &&
+     [[ -s $tmp/png/allreduce_busbw_vs_size.png && -s $tmp/png/bcast_busbw_vs_size.png && -s $tmp/png/reduce_busbw_vs_size.png ]]; then
+    echo "ok: jobs/plot/bench.py wrote the PNGs"
+  else
+    echo "FAIL: jobs/plot/bench.py:"; cat "$tmp/plot.out"; fails=$((fails + 1))
+  fi
+else
+  echo "skip: no matplotlib for /usr/bin/python3"
+fi
+
 expect_error 2 "unknown algorithm 'fast'" -- "$LPSGD" bench --algo fast
 expect_error 2 "unknown collective 'gather'" -- "$LPSGD" bench --op gather
 expect_error 2 "exceeds --maxbytes" -- "$LPSGD" bench -b 2M -e 1M
