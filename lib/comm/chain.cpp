@@ -47,12 +47,10 @@ Chain::Chain(MPI_Comm parent, LinksMode links, int ranks_per_node) {
   size_ = psize;
   parent_rank_of_.resize(static_cast<size_t>(psize));
   node_of_.resize(static_cast<size_t>(psize));
-  real_node_of_.resize(static_cast<size_t>(psize));
-  int node = -1, real_node = -1, last_leader = -1;
+  int node = -1, last_leader = -1;
   for (int p = 0; p < psize; ++p) {
     const auto [leader, local, r] = order[static_cast<size_t>(p)];
     if (leader != last_leader) {
-      ++real_node;
       ++node;
       last_leader = leader;
     } else if (ranks_per_node > 0 && local % ranks_per_node == 0) {
@@ -60,7 +58,6 @@ Chain::Chain(MPI_Comm parent, LinksMode links, int ranks_per_node) {
     }
     parent_rank_of_[static_cast<size_t>(p)] = r;
     node_of_[static_cast<size_t>(p)] = node;
-    real_node_of_[static_cast<size_t>(p)] = real_node;
     if (r == prank) {
       pos_ = p;
       local_rank_ = ranks_per_node > 0 ? local % ranks_per_node : local;

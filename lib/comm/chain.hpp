@@ -58,7 +58,7 @@ class Chain {
   int ranks_per_node_ = 0;
   LinksMode links_ = LinksMode::Auto;
   LinkKind left_kind_ = LinkKind::None, right_kind_ = LinkKind::None;
-  std::vector<int> parent_rank_of_, node_of_, real_node_of_;
+  std::vector<int> parent_rank_of_, node_of_;
 };
 
 /// LPSGD_RANKS_PER_NODE from the environment, or 0.

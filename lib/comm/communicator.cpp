@@ -100,16 +100,7 @@ void Communicator::check_errors() {
                      strnlen(notice_in_[static_cast<size_t>(side)].data(), kNoticeBytes));
     failed_ = true;
     // Pass it on, away from where it came from, so it reaches the whole chain.
-    const int other = 1 - side;
-    const bool present = other == 0 ? chain_->has_left() : chain_->has_right();
-    if (present && notice_send_[static_cast<size_t>(other)] == MPI_REQUEST_NULL) {
-      auto& buf = notice_out_[static_cast<size_t>(other)];
-      std::memcpy(buf.data(), notice_in_[static_cast<size_t>(side)].data(), kNoticeBytes);
-      const int peer = chain_->pos() + (other == 0 ? -1 : 1);
-      const int tag = other == 0 ? kTagNoticeFromRight : kTagNoticeFromLeft;
-      MPI_Isend(buf.data(), kNoticeBytes, MPI_CHAR, peer, tag, ctrl_comm_,
-                &notice_send_[static_cast<size_t>(other)]);
-    }
+    send_notice(1 - side, text);
     LPSGD_THROW("aborted: " << text);
   }
   LPSGD_CHECK(!failed_, "communicator unusable after an earlier collective error");
@@ -118,18 +109,21 @@ void Communicator::check_errors() {
 void Communicator::report_error(const std::string& message) {
   if (failed_) return;
   failed_ = true;
-  std::string text = "rank " + std::to_string(chain_->pos()) + ": " + message;
-  for (int side = 0; side < 2; ++side) {
-    const bool present = side == 0 ? chain_->has_left() : chain_->has_right();
-    if (!present || notice_send_[static_cast<size_t>(side)] != MPI_REQUEST_NULL) continue;
-    auto& buf = notice_out_[static_cast<size_t>(side)];
-    buf.fill('\0');
-    std::memcpy(buf.data(), text.data(), std::min(text.size(), static_cast<size_t>(kNoticeBytes - 1)));
-    const int peer = chain_->pos() + (side == 0 ? -1 : 1);
-    const int tag = side == 0 ? kTagNoticeFromRight : kTagNoticeFromLeft;
-    MPI_Isend(buf.data(), kNoticeBytes, MPI_CHAR, peer, tag, ctrl_comm_,
-              &notice_send_[static_cast<size_t>(side)]);
-  }
+  const std::string text = "rank " + std::to_string(chain_->pos()) + ": " + message;
+  send_notice(0, text);
+  send_notice(1, text);
+}
+
+void Communicator::send_notice(int side, const std::string& text) {
+  const bool present = side == 0 ? chain_->has_left() : chain_->has_right();
+  MPI_Request& req = notice_send_[static_cast<size_t>(side)];
+  if (!present || req != MPI_REQUEST_NULL) return;  // one notice per side is enough
+  auto& buf = notice_out_[static_cast<size_t>(side)];
+  buf.fill('\0');
+  std::memcpy(buf.data(), text.data(), std::min(text.size(), static_cast<size_t>(kNoticeBytes - 1)));
+  const int peer = chain_->pos() + (side == 0 ? -1 : 1);
+  const int tag = side == 0 ? kTagNoticeFromRight : kTagNoticeFromLeft;
+  MPI_Isend(buf.data(), kNoticeBytes, MPI_CHAR, peer, tag, ctrl_comm_, &req);
 }
 
 void* Communicator::scratch(int which, size_t bytes) {

@@ -89,6 +89,8 @@ class Communicator {
 
  private:
   void post_error_recv(int side);
+  /// Sends an error notice to the neighbour on `side` (0 left, 1 right), once.
+  void send_notice(int side, const std::string& text);
 
   Device& dev_;
   CommOptions opts_;
