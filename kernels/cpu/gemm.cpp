@@ -22,3 +22,11 @@ void sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const f
 }
 
 }  // namespace lpsgd::kernels::cpu
+
+extern "C" void openblas_set_num_threads(int);
+
+namespace lpsgd::kernels::cpu {
+
+void set_blas_threads(int n) { openblas_set_num_threads(n); }
+
+}  // namespace lpsgd::kernels::cpu

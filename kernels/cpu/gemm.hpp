@@ -14,4 +14,8 @@ namespace lpsgd::kernels::cpu {
 void sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
            const float* b, int ldb, float beta, float* c, int ldc);
 
+/// Threads BLAS may use in this process (OpenBLAS otherwise takes every core,
+/// which oversubscribes a node running one rank per core).
+void set_blas_threads(int n);
+
 }  // namespace lpsgd::kernels::cpu

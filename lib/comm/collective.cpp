@@ -94,6 +94,7 @@ bool Collective::step() {
   if (moved) last_move_s_ = now_s();
   if (finished) {
     comm_.release(this);
+    done_s_ = now_s();
     state_.store(kDone, std::memory_order_release);
   }
   return finished;

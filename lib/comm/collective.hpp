@@ -39,6 +39,10 @@ class Collective {
   /// timeout_s seconds with no progress throws.
   void wait(double timeout_s = -1);
   bool done() const { return state_.load(std::memory_order_acquire) >= kDone; }
+  /// When the collective completed (timer.hpp's now_s clock); valid once done().
+  /// Lets a trainer measure how long communication ran, not only how long it
+  /// waited for it.
+  double finished_s() const { return done_s_; }
 
   const CollArgs& args() const { return args_; }
   /// Position of this collective in its communicator's start order.
@@ -79,6 +83,7 @@ class Collective {
                              MPI_REQUEST_NULL};
   std::atomic<int> state_{kIdle};
   double last_move_s_ = 0;
+  double done_s_ = 0;
 
   // Set while a progress engine owns this collective.
   ProgressEngine* engine_ = nullptr;

@@ -1,6 +1,7 @@
 #include "device/device.hpp"
 
 #include "device/cpu/cpu_device.hpp"
+#include "kernels/cpu/gemm.hpp"
 #include "lpsgd/config.hpp"
 #if LPSGD_HAVE_CUDA
 #include "device/cuda/cuda_device.hpp"
@@ -20,6 +21,8 @@ DeviceKind parse_device_kind(const std::string& name) {
   }
   LPSGD_USAGE_ERROR("unknown device '" << name << "' (use cpu or cuda)");
 }
+
+void set_host_threads(int n) { kernels::cpu::set_blas_threads(n); }
 
 std::unique_ptr<Device> make_device(DeviceKind kind, int local_rank) {
   if (kind == DeviceKind::Cpu) return std::make_unique<CpuDevice>();

@@ -101,6 +101,10 @@ class Device {
 /// A device of the given kind; a CUDA device is chosen as local_rank % count.
 std::unique_ptr<Device> make_device(DeviceKind kind, int local_rank = 0);
 
+/// Host threads the CPU backend's BLAS may use per process (default: 1 is
+/// right for one rank per core).
+void set_host_threads(int n);
+
 /// Number of usable GPUs (0 when CUDA is not built or no driver/GPU is present).
 int cuda_device_count();
 

@@ -19,13 +19,21 @@ Sgd::Sgd(Device& dev, size_t count, const SgdConfig& config)
 }
 
 void Sgd::step(const nn::Tensor& params, const nn::Tensor& grads, float lr) {
+  step(params, grads, lr, 0, count_);
+}
+
+void Sgd::step(const nn::Tensor& params, const nn::Tensor& grads, float lr, size_t offset,
+               size_t n) {
   LPSGD_CHECK(static_cast<size_t>(params.numel()) == count_ &&
                   static_cast<size_t>(grads.numel()) == count_,
               "Sgd::step on " << params.numel() << " parameters and " << grads.numel()
                               << " gradients, optimizer made for " << count_);
+  LPSGD_CHECK(offset <= count_ && n <= count_ - offset,
+              "Sgd::step on [" << offset << ", " << offset + n << ") of " << count_ << " parameters");
   LPSGD_CHECK(std::isfinite(lr) && lr >= 0.0f, "learning rate must be finite and >= 0, got " << lr);
   const kernels::SgdHyper h{lr, config_.momentum, config_.weight_decay, config_.nesterov};
-  dev_.sgd_update(params.data(), velocity_.as<float>(), grads.data(), count_, h);
+  dev_.sgd_update(params.data() + offset, velocity_.as<float>() + offset, grads.data() + offset, n,
+                  h);
 }
 
 nn::Tensor Sgd::state() const {

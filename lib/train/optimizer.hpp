@@ -28,6 +28,10 @@ class Sgd {
   /// One update of params (flat, [count]) from grads (flat, [count]) with
   /// learning rate lr:  d = g + wd w;  v = mu v + d;  w -= lr (nesterov ? d + mu v : v).
   void step(const nn::Tensor& params, const nn::Tensor& grads, float lr);
+  /// The same update restricted to elements [offset, offset + n) of the
+  /// arenas (one gradient bucket), so a trainer can update each bucket as soon
+  /// as its gradients have arrived.
+  void step(const nn::Tensor& params, const nn::Tensor& grads, float lr, size_t offset, size_t n);
   /// Same for a model's arenas.
   void step(nn::Model& model, float lr) { step(model.params(), model.grads(), lr); }
 

@@ -1,0 +1,151 @@
+#include "train/grad_sync.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+#include "core/cli.hpp"
+#include "core/error.hpp"
+#include "core/timer.hpp"
+
+namespace lpsgd::train {
+
+SyncMode parse_sync_mode(const std::string& s) {
+  if (s == "allreduce") return SyncMode::Allreduce;
+  if (s == "reduce-bcast") return SyncMode::ReduceBcast;
+  LPSGD_USAGE_ERROR("--sync must be allreduce or reduce-bcast, got '" << s << "'");
+}
+
+const char* sync_mode_name(SyncMode m) {
+  return m == SyncMode::Allreduce ? "allreduce" : "reduce-bcast";
+}
+
+GradSync::GradSync(comm::Communicator& comm, comm::ProgressEngine* engine, nn::Model& model,
+                   Sgd& opt, const GradSyncOptions& options)
+    : comm_(comm), engine_(engine), model_(model), sgd_(opt), opt_(options) {
+  LPSGD_CHECK(opt.count() == model.param_count(),
+              "optimizer made for " << opt.count() << " parameters, model has "
+                                    << model.param_count());
+  if (opt_.bucket_bytes == 0) opt_.bucket_bytes = model.param_count() * sizeof(float);
+  buckets_ = model.buckets(opt_.bucket_bytes);
+  grad_coll_.resize(buckets_.size());
+  param_coll_.resize(buckets_.size());
+  submitted_s_.reserve(2 * buckets_.size());
+  // The baselines' scratch is allocated (and touched) here, not inside a step.
+  size_t largest = 0;
+  for (const auto& b : buckets_) largest = std::max(largest, b.count * sizeof(float));
+  if (comm_.size() > 1) comm_.reserve_scratch(largest);
+}
+
+std::string GradSync::describe() const {
+  std::ostringstream os;
+  os << sync_mode_name(opt_.mode) << ", " << buckets_.size() << " bucket"
+     << (buckets_.size() == 1 ? "" : "s") << ", overlap " << (opt_.overlap ? "on" : "off");
+  if (comm_.size() > 1 && !buckets_.empty()) {
+    size_t largest = 0;
+    for (const auto& b : buckets_) largest = std::max(largest, b.count);
+    const comm::CollKind kind =
+        opt_.mode == SyncMode::Allreduce ? comm::CollKind::Allreduce : comm::CollKind::Reduce;
+    comm::CollArgs a{kind, nullptr, nullptr, largest, DType::F32, comm::ReduceOp::Avg, 0};
+    auto [algo, block] = comm_.resolve(opt_.algo, a, opt_.block_bytes);
+    os << ", " << comm::algo_name(algo);
+    if (algo == comm::Algo::Lp) os << " block " << cli::format_bytes(block);
+  }
+  return os.str();
+}
+
+void GradSync::begin_step() {
+  launched_ = 0;
+  submitted_s_.clear();
+}
+
+std::unique_ptr<comm::Collective> GradSync::make(comm::CollKind kind, float* data, size_t count) {
+  comm::CollArgs a{kind, data, data, count, DType::F32, comm::ReduceOp::Avg, 0};
+  if (kind == comm::CollKind::Bcast) a.op = comm::ReduceOp::Sum;
+  return comm_.create(opt_.algo, a, opt_.block_bytes);
+}
+
+void GradSync::submit(comm::Collective* c) {
+  submitted_s_.push_back(now_s());
+  if (engine_)
+    engine_->submit(c);
+  else
+    c->start();
+}
+
+void GradSync::launch(size_t b) {
+  if (comm_.size() == 1) return;
+  const comm::CollKind kind =
+      opt_.mode == SyncMode::Allreduce ? comm::CollKind::Allreduce : comm::CollKind::Reduce;
+  grad_coll_[b] = make(kind, model_.grads().data() + buckets_[b].offset, buckets_[b].count);
+  submit(grad_coll_[b].get());
+}
+
+void GradSync::on_layer_done(size_t layer) {
+  if (!opt_.overlap) return;
+  // Bucket b is complete once backward has passed its lowest layer; on a GPU
+  // the gradients are only queued by then, which the device's stream orders.
+  while (launched_ < buckets_.size() && buckets_[launched_].first_layer >= layer) {
+    if (comm_.size() > 1) model_.device().synchronize();
+    launch(launched_++);
+  }
+}
+
+void GradSync::wait(comm::Collective* c, SyncTimes& t) {
+  const double t0 = now_s();
+  c->wait();
+  t.wait_s += now_s() - t0;
+}
+
+void GradSync::update(size_t b, float lr) {
+  sgd_.step(model_.params(), model_.grads(), lr, buckets_[b].offset, buckets_[b].count);
+}
+
+SyncTimes GradSync::apply(float lr) {
+  SyncTimes t;
+  const size_t nb = buckets_.size();
+  if (comm_.size() > 1 && launched_ < nb) model_.device().synchronize();
+  while (launched_ < nb) launch(launched_++);
+
+  std::vector<comm::Collective*> order;  // every collective of the step, in start order
+  if (comm_.size() == 1) {
+    for (size_t b = 0; b < nb; ++b) update(b, lr);
+  } else if (opt_.mode == SyncMode::Allreduce) {
+    for (size_t b = 0; b < nb; ++b) {
+      wait(grad_coll_[b].get(), t);
+      order.push_back(grad_coll_[b].get());
+      update(b, lr);
+    }
+  } else {
+    const bool root = comm_.rank() == 0;
+    float* params = model_.params().data();
+    for (size_t b = 0; b < nb; ++b) {
+      order.push_back(grad_coll_[b].get());
+      if (root) {
+        wait(grad_coll_[b].get(), t);
+        update(b, lr);
+        model_.device().synchronize();  // the broadcast reads the new parameters
+      }
+      param_coll_[b] = make(comm::CollKind::Bcast, params + buckets_[b].offset, buckets_[b].count);
+      submit(param_coll_[b].get());
+    }
+    for (size_t b = 0; b < nb; ++b) {
+      if (!root) wait(grad_coll_[b].get(), t);
+      wait(param_coll_[b].get(), t);
+      order.push_back(param_coll_[b].get());
+    }
+  }
+  // Collectives move data one at a time, in start order: each was busy from
+  // when it could start (submitted, and the previous one finished) until done.
+  double prev_done = 0;
+  for (size_t i = 0; i < order.size(); ++i) {
+    const double begin = std::max(submitted_s_[i], prev_done);
+    const double done = order[i]->finished_s();
+    if (done > begin) t.comm_s += done - begin;
+    prev_done = std::max(prev_done, done);
+  }
+  for (auto& c : grad_coll_) c.reset();
+  for (auto& c : param_coll_) c.reset();
+  return t;
+}
+
+}  // namespace lpsgd::train

@@ -1,0 +1,103 @@
+// GradSync: the gradient exchange and parameter update of one BSP step, cut
+// into buckets so communication overlaps backward.
+//
+// The model's gradient arena is laid out last layer first, so backward fills
+// it front to back and a bucket (a contiguous slice of whole tensors) is ready
+// as soon as backward has passed its first layer. on_layer_done() hands every
+// completed bucket to the progress engine at once; apply() then waits for the
+// buckets one by one and updates each bucket's parameters as soon as its
+// gradients have arrived, so the optimizer waits only for what it needs.
+//
+//   allreduce     every rank averages the gradients of all ranks (one
+//                 allreduce per bucket) and applies the same update, so the
+//                 parameters stay identical without ever being sent.
+//   reduce-bcast  gradients are summed onto rank 0 (a reduce per bucket); rank
+//                 0 averages, updates and broadcasts the new parameters of that
+//                 bucket while it works on the next. Only rank 0 holds optimizer
+//                 state.
+//
+// Every rank starts its collectives in the same order (bucket order; in
+// reduce-bcast all reduces, then all broadcasts), which is what the chain's
+// start-order tickets require.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.hpp"
+#include "comm/progress_engine.hpp"
+#include "nn/model.hpp"
+#include "train/optimizer.hpp"
+
+namespace lpsgd::train {
+
+enum class SyncMode { Allreduce, ReduceBcast };
+/// "allreduce" or "reduce-bcast"; a usage error otherwise.
+SyncMode parse_sync_mode(const std::string& s);
+const char* sync_mode_name(SyncMode m);
+
+struct GradSyncOptions {
+  SyncMode mode = SyncMode::Allreduce;
+  comm::Algo algo = comm::Algo::Lp;
+  size_t block_bytes = 0;          ///< LP block; 0: the cost model's choice
+  size_t bucket_bytes = 1u << 20;  ///< largest bucket (a bigger tensor gets its own)
+  bool overlap = true;             ///< start buckets during backward (else after it)
+};
+
+/// Time of one or more steps, in seconds.
+struct SyncTimes {
+  double comm_s = 0;  ///< collectives in flight (overlapped with compute or not)
+  double wait_s = 0;  ///< the training thread blocked waiting for them
+  SyncTimes& operator+=(const SyncTimes& o) {
+    comm_s += o.comm_s;
+    wait_s += o.wait_s;
+    return *this;
+  }
+};
+
+class GradSync {
+ public:
+  /// All borrowed. engine may be null: collectives then progress only while
+  /// apply() waits (no overlap). With one rank there is nothing to exchange.
+  GradSync(comm::Communicator& comm, comm::ProgressEngine* engine, nn::Model& model, Sgd& opt,
+           const GradSyncOptions& options);
+
+  /// Call before each backward.
+  void begin_step();
+  /// The callback for Model::backward / forward_backward.
+  nn::LayerDoneFn layer_done_fn() {
+    return [this](size_t layer) { on_layer_done(layer); };
+  }
+  void on_layer_done(size_t layer);
+  /// After backward: exchanges what is left, waits bucket by bucket and
+  /// updates the parameters with learning rate lr. On return the step is
+  /// complete on this rank (parameters final, no collective in flight).
+  SyncTimes apply(float lr);
+
+  const std::vector<nn::GradBucket>& buckets() const { return buckets_; }
+  const GradSyncOptions& options() const { return opt_; }
+  /// The algorithm and LP block the largest bucket resolves to, for logs.
+  std::string describe() const;
+
+ private:
+  void launch(size_t bucket);
+  std::unique_ptr<comm::Collective> make(comm::CollKind kind, float* data, size_t count);
+  void submit(comm::Collective* c);
+  /// Waits for c; adds the time this thread was blocked to wait_s.
+  void wait(comm::Collective* c, SyncTimes& t);
+  void update(size_t bucket, float lr);
+
+  comm::Communicator& comm_;
+  comm::ProgressEngine* engine_;
+  nn::Model& model_;
+  Sgd& sgd_;
+  GradSyncOptions opt_;
+  std::vector<nn::GradBucket> buckets_;
+  size_t launched_ = 0;  // buckets whose gradient collective has started this step
+  std::vector<std::unique_ptr<comm::Collective>> grad_coll_, param_coll_;
+  std::vector<double> submitted_s_;  // per collective of this step, in start order
+};
+
+}  // namespace lpsgd::train

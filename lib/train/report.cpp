@@ -1,0 +1,114 @@
+#include "train/report.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+#include "core/error.hpp"
+#include "core/timer.hpp"
+
+namespace lpsgd::train {
+
+MetricsWriter::MetricsWriter(const std::string& path, bool append) {
+  if (path.empty()) return;
+  f_ = std::fopen(path.c_str(), append ? "a" : "w");
+  if (!f_)
+    LPSGD_USAGE_ERROR("cannot open --metrics file '" << path << "': " << std::strerror(errno));
+}
+
+MetricsWriter::~MetricsWriter() {
+  if (f_) std::fclose(f_);
+}
+
+void MetricsWriter::write(const MetricsRecord& r) {
+  if (!f_) return;
+  // %.9g keeps losses and times exact enough to compare runs.
+  std::fprintf(f_,
+               "{\"kind\": \"%s\", \"epoch\": %.6g, \"step\": %lld, \"samples\": %llu, "
+               "\"train_loss\": %.9g, \"train_acc\": %.9g, \"test_loss\": %.9g, "
+               "\"test_acc\": %.9g, \"samples_per_s\": %.9g, \"train_s\": %.9g, "
+               "\"compute_s\": %.9g, \"comm_s\": %.9g, \"comm_wait_s\": %.9g, "
+               "\"data_s\": %.9g, \"eval_s\": %.9g, \"ckpt_s\": %.9g, \"lr\": %.9g, "
+               "\"ranks\": %d, \"batch\": %lld, \"checksum\": \"%s\"}\n",
+               r.kind, r.epoch, static_cast<long long>(r.step),
+               static_cast<unsigned long long>(r.samples), r.train_loss, r.train_acc, r.test_loss,
+               r.test_acc, r.samples_per_s, r.train_s, r.compute_s, r.comm_s, r.comm_wait_s,
+               r.data_s, r.eval_s, r.ckpt_s, r.lr, r.ranks, static_cast<long long>(r.batch),
+               r.checksum.c_str());
+  std::fflush(f_);
+}
+
+std::string format_duration(double s) {
+  if (!std::isfinite(s) || s < 0) return "?";
+  const long long t = std::llround(s);
+  char buf[32];
+  if (t >= 3600)
+    std::snprintf(buf, sizeof buf, "%lldh%02lldm", t / 3600, (t % 3600) / 60);
+  else if (t >= 60)
+    std::snprintf(buf, sizeof buf, "%lldm%02llds", t / 60, t % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%llds", t);
+  return buf;
+}
+
+ProgressMode parse_progress_mode(const std::string& s) {
+  if (s == "auto") return ProgressMode::Auto;
+  if (s == "bar") return ProgressMode::Bar;
+  if (s == "lines") return ProgressMode::Lines;
+  if (s == "off") return ProgressMode::Off;
+  LPSGD_USAGE_ERROR("--progress must be auto, bar, lines or off, got '" << s << "'");
+}
+
+namespace {
+bool under_launcher() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"})
+    if (std::getenv(v)) return true;
+  return false;
+}
+}  // namespace
+
+Progress::Progress(ProgressMode mode, double period_s)
+    : period_s_(period_s), tty_(false), off_(mode == ProgressMode::Off) {
+  if (mode == ProgressMode::Bar) tty_ = true;
+  if (mode == ProgressMode::Auto) tty_ = isatty(STDOUT_FILENO) == 1 && !under_launcher();
+  last_ = now_s();
+}
+
+std::string Progress::format(const State& s) const {
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "epoch %.2f/%lld  step %lld/%lld  loss %.4f  acc %.3f  %.0f samples/s  "
+                "comm wait %.0f%%  ETA %s",
+                s.epoch, static_cast<long long>(s.epochs), static_cast<long long>(s.step),
+                static_cast<long long>(s.total_steps), s.loss, s.acc, s.samples_per_s,
+                100.0 * s.comm_share, format_duration(s.eta_s).c_str());
+  return buf;
+}
+
+void Progress::update(const State& s) {
+  if (off_) return;
+  const double t = now_s();
+  if (tty_) {
+    if (t - last_ < 0.25) return;
+    std::printf("\r%s\033[K", format(s).c_str());
+    drawn_ = true;
+  } else {
+    if (period_s_ <= 0 || t - last_ < period_s_) return;
+    std::printf("%s\n", format(s).c_str());
+  }
+  std::fflush(stdout);
+  last_ = t;
+}
+
+void Progress::line(const std::string& text) {
+  if (drawn_) std::printf("\r\033[K");
+  drawn_ = false;
+  std::printf("%s\n", text.c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace lpsgd::train

@@ -1,0 +1,80 @@
+// Trainer: bulk-synchronous data-parallel SGD over the ranks of a
+// communicator — the loop behind `lpsgd train`.
+//
+// One step: every rank takes its slice of the next global batch (Loader),
+// runs forward and backward (Model), and GradSync exchanges the gradients in
+// buckets on the progress engine while backward is still running, then
+// updates the parameters bucket by bucket. Every rank therefore holds the same
+// parameters after every step, which the trainer checks with a checksum at the
+// start and at every evaluation.
+//
+// Around the steps: evaluation on the test split (every epoch, every N steps or
+// only at the end), a progress line on rank 0, JSON-lines metrics, checkpoints
+// and signals (see checkpointing in trainer.cpp).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "comm/types.hpp"
+#include "device/device.hpp"
+#include "train/grad_sync.hpp"
+#include "train/optimizer.hpp"
+#include "train/report.hpp"
+#include "train/schedule.hpp"
+
+namespace lpsgd::train {
+
+struct TrainConfig {
+  // What to train on.
+  std::string data;                   ///< HDF5 dataset (lpsgd data layout)
+  std::string model = "mlp:784-512-256-10";
+  int64_t epochs = 10;
+  int64_t max_steps = 0;              ///< 0: no limit besides epochs
+  int64_t batch = 64;                 ///< per rank
+  int64_t eval_batch = 500;           ///< per rank
+  uint64_t seed = 1;
+  // Optimizer and schedule.
+  SgdConfig sgd;
+  ScheduleConfig schedule;            ///< total_steps is filled in by the trainer
+  // Gradient exchange.
+  GradSyncOptions sync;
+  comm::LinksMode links = comm::LinksMode::Auto;
+  int ranks_per_node = 0;
+  int window = 4;
+  double comm_timeout_s = 300;
+  // Reporting.
+  int64_t eval_every = -1;            ///< steps; -1: every epoch; 0: only at the end
+  std::string metrics;                ///< JSON-lines file ("" none)
+  ProgressMode progress = ProgressMode::Auto;
+  double progress_every_s = 10;       ///< period of progress lines (not on a terminal)
+  // Data loading.
+  double cache_mb = 1024;
+  int prefetch = 2;
+  // Checkpoints.
+  std::string checkpoint_dir;         ///< "" none
+  int64_t checkpoint_every = 0;       ///< steps; 0: only at the end (and on signals)
+  double checkpoint_every_minutes = 0;
+  int keep = 3;
+  std::string resume = "auto";        ///< auto, none or a checkpoint path
+  /// The whole configuration as INI text, stored in checkpoints.
+  std::string config_text;
+};
+
+/// What a finished run reports (identical on every rank).
+struct TrainResult {
+  int64_t steps = 0;          ///< optimizer updates done in total (resumed ones included)
+  double epochs = 0;          ///< epochs completed, fractional
+  double test_loss = 0, test_acc = 0;
+  double samples_per_s = 0;   ///< training samples per second, this run, all ranks
+  std::string checksum;       ///< of the final parameters (hex)
+  bool interrupted = false;   ///< stopped by a signal after a checkpoint
+};
+
+/// Runs the whole training on MPI_COMM_WORLD with `dev` (borrowed). Usage
+/// errors (bad options, a dataset that does not fit the model) are thrown
+/// before any step, identically on every rank.
+TrainResult train(Device& dev, const TrainConfig& config);
+
+}  // namespace lpsgd::train
