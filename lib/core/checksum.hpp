@@ -1,31 +1,29 @@
-// 64-bit checksum of a byte range (FNV-1a over 8-byte words).
+// A fast, deterministic 64-bit checksum of bytes.
+//
+// checksum64 is XXH64 (Yann Collet's xxHash, 64-bit variant, spec:
+// github.com/Cyan4973/xxHash/blob/dev/doc/xxhash_spec.md), so a value can be
+// checked with any xxHash implementation (python: xxhash.xxh64(b, seed)).
+// It consumes 32 bytes per round in four independent 64-bit lanes and mixes
+// every bit of every word into the result (unlike FNV over words, where a flip
+// in a high bit only reaches high bits), so two flips do not cancel. It depends
+// on the order of the bytes, and bytes are read as little-endian words on every
+// host, so all ranks and machines agree on it.
+//
+// Chaining: checksum64(b, n2, checksum64(a, n1)) is a checksum of the sequence
+// (a, b) - not equal to the checksum of the concatenation, but as order- and
+// content-dependent; checkpoints hash their tensors this way.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
-#include <cstring>
 #include <string>
 
 namespace lpsgd {
 
-inline uint64_t checksum64(const void* data, size_t bytes, uint64_t seed = 0) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  uint64_t h = 0xcbf29ce484222325ull ^ seed;
-  size_t i = 0;
-  for (; i + 8 <= bytes; i += 8) {
-    uint64_t w;
-    std::memcpy(&w, p + i, 8);
-    h = (h ^ w) * 0x100000001b3ull;
-  }
-  for (; i < bytes; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
-  return h;
-}
+/// XXH64 of `bytes` bytes at `data` with `seed`.
+uint64_t checksum64(const void* data, size_t bytes, uint64_t seed = 0);
 
-inline std::string checksum_hex(uint64_t h) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-  return buf;
-}
+/// 16 lower-case hex digits, zero-padded: 0x2a -> "000000000000002a".
+std::string checksum_hex(uint64_t value);
 
 }  // namespace lpsgd

@@ -3,9 +3,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 
+#include "core/atomic_file.hpp"
 #include "core/error.hpp"
 
 namespace lpsgd::io {
@@ -107,7 +110,7 @@ DatasetWriter::DatasetWriter(std::string path, int64_t num_classes,
                              std::vector<std::string> class_names, std::string source,
                              int gzip_level)
     : path_(std::move(path)),
-      tmp_path_(path_ + ".tmp-" + std::to_string(::getpid())),
+      tmp_path_(temp_path_for(path_)),
       num_classes_(num_classes),
       class_names_(std::move(class_names)),
       source_(std::move(source)),
@@ -117,6 +120,12 @@ DatasetWriter::DatasetWriter(std::string path, int64_t num_classes,
     LPSGD_USAGE_ERROR(class_names_.size() << " class names given for " << num_classes_
                                           << " classes");
   if (gzip_ < 0 || gzip_ > 9) LPSGD_USAGE_ERROR("gzip level must be in [0, 9], got " << gzip_);
+  // Checked here so the message names the file asked for, not its temporary.
+  const auto slash = path_.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : path_.substr(0, slash + 1);
+  if (::access(dir.c_str(), W_OK) != 0)
+    LPSGD_USAGE_ERROR(path_ << ": cannot create it (directory " << dir << ": "
+                            << std::strerror(errno) << ")");
   file_ = std::make_unique<h5::File>(h5::File::create(tmp_path_));
 }
 
@@ -225,8 +234,7 @@ void DatasetWriter::commit() {
   file_->write_attr("source", source_);
   file_->flush();
   file_.reset();
-  if (std::rename(tmp_path_.c_str(), path_.c_str()) != 0)
-    LPSGD_THROW("cannot rename " << tmp_path_ << " to " << path_);
+  commit_file(tmp_path_, path_);
   committed_ = true;
 }
 

@@ -72,9 +72,9 @@ std::vector<std::string> split_names(const h5::File& file);
 
 /// Writes a dataset file split by split, streaming: append() takes samples in
 /// order a block at a time, so a dataset larger than memory can be written.
-/// The file is written under a temporary name and renamed onto `path` by
-/// commit(); a writer destroyed without commit() removes it, so no partial
-/// file is left looking valid. Mean and std are computed from the samples
+/// The file is written under a temporary name, which commit() fsyncs and
+/// renames onto `path`; a writer destroyed without commit() removes it, so no
+/// partial file is left looking valid. Mean and std are computed from the samples
 /// appended to the "train" split.
 class DatasetWriter {
  public:

@@ -20,6 +20,17 @@ hid_t mem_type(Type t) {
   LPSGD_THROW("no memory type for an 'other' HDF5 type");
 }
 
+// Little-endian on disk whatever the host.
+hid_t file_type(Type t) {
+  switch (t) {
+    case Type::U8: return H5T_STD_U8LE;
+    case Type::F32: return H5T_IEEE_F32LE;
+    case Type::Int: return H5T_STD_I32LE;
+    case Type::Other: break;
+  }
+  LPSGD_THROW("no file type for an 'other' HDF5 type");
+}
+
 std::string failure(const char* what) {
   std::string msg = std::string(what) + " failed";
   const std::string detail = last_error();
@@ -27,13 +38,20 @@ std::string failure(const char* what) {
   return msg;
 }
 
-herr_t keep_first(unsigned n, const H5E_error2_t* err, void* data) {
-  auto* out = static_cast<std::string*>(data);
-  if (n == 0 && err->desc) *out = err->desc;
+// Walking downward ends at the function that first saw the failure, whose
+// description is the specific one ("incorrect metadata checksum ...", "truncated
+// file: eof = ..."), not the API's ("unable to read attribute").
+herr_t keep_innermost(unsigned, const H5E_error2_t* err, void* data) {
+  if (err->desc && *err->desc) *static_cast<std::string*>(data) = err->desc;
   return 0;
 }
 
 herr_t collect_name(hid_t, const char* name, const H5A_info_t*, void* data) {
+  static_cast<std::vector<std::string>*>(data)->push_back(name);
+  return 0;
+}
+
+herr_t collect_link(hid_t, const char* name, const H5L_info_t*, void* data) {
   static_cast<std::vector<std::string>*>(data)->push_back(name);
   return 0;
 }
@@ -55,7 +73,7 @@ void silence_errors() {
 
 std::string last_error() {
   std::string out;
-  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, keep_first, &out);
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, keep_innermost, &out);
   return out;
 }
 
@@ -77,12 +95,23 @@ std::string Location::where(const std::string& child) const {
   return file_ + ": " + p;
 }
 
+Location Location::object(const std::string& name) const {
+  Handle h(H5Oopen(id(), name.c_str(), H5P_DEFAULT), H5Oclose);
+  if (!h.valid()) LPSGD_USAGE_ERROR(where(name) << ": no such object");
+  return Location(std::move(h), file_, path_ == "/" ? "/" + name : path_ + "/" + name);
+}
+
+// A failed lookup (damaged metadata) is an error, not "absent".
 bool Location::has(const std::string& name) const {
-  return H5Lexists(id(), name.c_str(), H5P_DEFAULT) > 0;
+  const htri_t rc = H5Lexists(id(), name.c_str(), H5P_DEFAULT);
+  H5_CHECK(rc, where(name), "H5Lexists");
+  return rc > 0;
 }
 
 bool Location::has_attr(const std::string& name) const {
-  return H5Aexists(id(), name.c_str()) > 0;
+  const htri_t rc = H5Aexists(id(), name.c_str());
+  H5_CHECK(rc, where() + " attribute " + name, "H5Aexists");
+  return rc > 0;
 }
 
 namespace {
@@ -126,6 +155,17 @@ void Location::write_attr(const std::string& name, const std::string& value) {
   put_attr(*this, name, t.id(), space, &p);
 }
 
+void Location::write_attr_fixed(const std::string& name, const std::string& value) {
+  Handle t(H5Tcopy(H5T_C_S1), H5Tclose);
+  H5Tset_size(t.id(), std::max<size_t>(1, value.size()));  // HDF5 has no zero-size strings
+  H5Tset_strpad(t.id(), H5T_STR_NULLPAD);
+  H5Tset_cset(t.id(), H5T_CSET_UTF8);
+  Dataspace space(Handle(H5Screate(H5S_SCALAR), H5Sclose));
+  std::string padded = value;
+  padded.resize(std::max<size_t>(1, value.size()), '\0');
+  put_attr(*this, name, t.id(), space, padded.data());
+}
+
 void Location::write_attr(const std::string& name, const std::vector<std::string>& values) {
   Handle t = vlen_string_type();
   std::vector<const char*> ptrs;
@@ -140,6 +180,16 @@ void Location::write_attr(const std::string& name, const std::vector<double>& va
 void Location::write_attr(const std::string& name, int64_t value) {
   Dataspace space(Handle(H5Screate(H5S_SCALAR), H5Sclose));
   put_attr(*this, name, H5T_NATIVE_INT64, space, &value);
+}
+
+void Location::write_attr(const std::string& name, uint64_t value) {
+  Dataspace space(Handle(H5Screate(H5S_SCALAR), H5Sclose));
+  put_attr(*this, name, H5T_NATIVE_UINT64, space, &value);
+}
+
+void Location::write_attr(const std::string& name, double value) {
+  Dataspace space(Handle(H5Screate(H5S_SCALAR), H5Sclose));
+  put_attr(*this, name, H5T_NATIVE_DOUBLE, space, &value);
 }
 
 std::vector<std::string> Location::read_attr_strings(const std::string& name) const {
@@ -159,8 +209,9 @@ std::vector<std::string> Location::read_attr_strings(const std::string& name) co
     H5Dvlen_reclaim(mtype.id(), space.id(), H5P_DEFAULT, ptrs.data());
   } else {  // fixed-length strings, e.g. numpy 'S' arrays written by h5py
     const size_t len = H5Tget_size(ftype.id());
-    Handle mtype(H5Tcopy(H5T_C_S1), H5Tclose);
-    H5Tset_size(mtype.id(), len);
+    // Same size, padding and character set in memory: HDF5 converts neither
+    // between character sets nor, without losing the last byte, to NULLTERM.
+    Handle mtype(H5Tcopy(ftype.id()), H5Tclose);
     std::vector<char> buf(n * len);
     H5_CHECK(H5Aread(a.id(), mtype.id(), buf.data()), what, "H5Aread");
     for (size_t i = 0; i < n; ++i) {
@@ -200,10 +251,38 @@ int64_t Location::read_attr_int(const std::string& name) const {
   return v;
 }
 
+uint64_t Location::read_attr_uint64(const std::string& name) const {
+  Handle a = open_attr(*this, name);
+  Handle ftype(H5Aget_type(a.id()), H5Tclose);
+  if (H5Tget_class(ftype.id()) != H5T_INTEGER || attr_count(a) != 1)
+    LPSGD_USAGE_ERROR(where() << " attribute " << name << " is not one integer");
+  if (H5Tget_sign(ftype.id()) != H5T_SGN_NONE) {
+    const int64_t v = read_attr_int(name);
+    if (v < 0) LPSGD_USAGE_ERROR(where() << " attribute " << name << " is negative: " << v);
+    return static_cast<uint64_t>(v);
+  }
+  uint64_t v = 0;
+  H5_CHECK(H5Aread(a.id(), H5T_NATIVE_UINT64, &v), where() + " attribute " + name, "H5Aread");
+  return v;
+}
+
+double Location::read_attr_double(const std::string& name) const {
+  const std::vector<double> v = read_attr_doubles(name);
+  if (v.size() != 1) LPSGD_USAGE_ERROR(where() << " attribute " << name << " is not one number");
+  return v[0];
+}
+
 std::vector<std::string> Location::attr_names() const {
   std::vector<std::string> names;
   H5_CHECK(H5Aiterate2(id(), H5_INDEX_NAME, H5_ITER_INC, nullptr, collect_name, &names), where(),
            "H5Aiterate2");
+  return names;
+}
+
+std::vector<std::string> Location::link_names() const {
+  std::vector<std::string> names;
+  H5_CHECK(H5Literate(id(), H5_INDEX_NAME, H5_ITER_INC, nullptr, collect_link, &names), where(),
+           "H5Literate");
   return names;
 }
 
@@ -219,9 +298,13 @@ File File::open_read(const std::string& path) {
   return File(std::move(h), path, "/");
 }
 
-File File::create(const std::string& path) {
+File File::create(const std::string& path, bool checksummed_metadata) {
   silence_errors();
-  Handle h(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+  Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  if (checksummed_metadata)
+    H5_CHECK(H5Pset_libver_bounds(fapl.id(), H5F_LIBVER_V18, H5F_LIBVER_LATEST), path,
+             "H5Pset_libver_bounds");
+  Handle h(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.id()), H5Fclose);
   if (!h.valid()) LPSGD_USAGE_ERROR(path << ": cannot create HDF5 file (" << last_error() << ")");
   return File(std::move(h), path, "/");
 }
@@ -239,7 +322,11 @@ Group Group::create(Location& parent, const std::string& name) {
 Group Group::open(const Location& parent, const std::string& name) {
   if (!parent.has(name)) LPSGD_USAGE_ERROR(parent.where(name) << ": no such group");
   Handle h(H5Gopen2(parent.id(), name.c_str(), H5P_DEFAULT), H5Gclose);
-  if (!h.valid()) LPSGD_USAGE_ERROR(parent.where(name) << ": not a group");
+  if (!h.valid()) {
+    const std::string detail = last_error();
+    LPSGD_USAGE_ERROR(parent.where(name) << ": not a group"
+                                         << (detail.empty() ? "" : " (" + detail + ")"));
+  }
   const std::string p = parent.path() == "/" ? "/" + name : parent.path() + "/" + name;
   return Group(std::move(h), parent.file(), p);
 }
@@ -289,11 +376,20 @@ Dataset Dataset::create(Location& parent, const std::string& name, Type type,
            "H5Pset_chunk");
   if (gzip_level > 0) H5_CHECK(H5Pset_deflate(dcpl.id(), static_cast<unsigned>(gzip_level)),
                                where, "H5Pset_deflate");
-  const hid_t ftype = type == Type::U8 ? H5T_STD_U8LE
-                      : type == Type::F32 ? H5T_IEEE_F32LE
-                                          : H5T_STD_I32LE;
-  Handle h(H5Dcreate2(parent.id(), name.c_str(), ftype, space.id(), H5P_DEFAULT, dcpl.id(),
-                      H5P_DEFAULT),
+  Handle h(H5Dcreate2(parent.id(), name.c_str(), file_type(type), space.id(), H5P_DEFAULT,
+                      dcpl.id(), H5P_DEFAULT),
+           H5Dclose);
+  H5_CHECK(h.id(), where, "H5Dcreate2");
+  return Dataset(std::move(h), where);
+}
+
+Dataset Dataset::create_contiguous(Location& parent, const std::string& name, Type type,
+                                   const std::vector<hsize_t>& dims) {
+  const std::string where = parent.where(name);
+  Dataspace space = dims.empty() ? Dataspace(Handle(H5Screate(H5S_SCALAR), H5Sclose))
+                                 : Dataspace::simple(dims);
+  Handle h(H5Dcreate2(parent.id(), name.c_str(), file_type(type), space.id(), H5P_DEFAULT,
+                      H5P_DEFAULT, H5P_DEFAULT),
            H5Dclose);
   H5_CHECK(h.id(), where, "H5Dcreate2");
   return Dataset(std::move(h), where);
@@ -306,7 +402,10 @@ Dataset Dataset::open(const Location& parent, const std::string& name, size_t ca
   if (cache_bytes > 0)
     H5Pset_chunk_cache(dapl.id(), 12421 /* prime, many slots */, cache_bytes, 1.0);
   Handle h(H5Dopen2(parent.id(), name.c_str(), dapl.id()), H5Dclose);
-  if (!h.valid()) LPSGD_USAGE_ERROR(where << ": not a dataset");
+  if (!h.valid()) {
+    const std::string detail = last_error();
+    LPSGD_USAGE_ERROR(where << ": not a dataset" << (detail.empty() ? "" : " (" + detail + ")"));
+  }
   return Dataset(std::move(h), where);
 }
 
@@ -364,5 +463,23 @@ void Dataset::write_rows(hsize_t start, hsize_t count, Type mem, const void* in)
   H5_CHECK(H5Dwrite(id(), mem_type(mem), mspace.id(), fspace.id(), H5P_DEFAULT, in), where_,
            "H5Dwrite");
 }
+
+void Dataset::read_all(Type mem, void* out) const {
+  if (size() == 0) return;
+  H5_CHECK(H5Dread(id(), mem_type(mem), H5S_ALL, H5S_ALL, H5P_DEFAULT, out), where_, "H5Dread");
+}
+
+void Dataset::write_all(Type mem, const void* in) {
+  if (size() == 0) return;
+  H5_CHECK(H5Dwrite(id(), mem_type(mem), H5S_ALL, H5S_ALL, H5P_DEFAULT, in), where_, "H5Dwrite");
+}
+
+hsize_t Dataset::size() const {
+  const hssize_t n = H5Sget_simple_extent_npoints(space().id());
+  H5_CHECK(n, where_, "H5Sget_simple_extent_npoints");
+  return static_cast<hsize_t>(n);
+}
+
+haddr_t Dataset::file_offset() const { return H5Dget_offset(id()); }
 
 }  // namespace lpsgd::io::h5

@@ -73,21 +73,35 @@ class Location {
   const std::string& path() const { return path_; }
   /// "file: /path" for messages.
   std::string where(const std::string& child = "") const;
+  /// Opens the object `name` here (group or dataset) to read or write its attributes.
+  Location object(const std::string& name) const;
 
   /// True when a link called `name` exists here (relative, no slashes needed).
   bool has(const std::string& name) const;
   bool has_attr(const std::string& name) const;
 
   void write_attr(const std::string& name, const std::string& value);
+  /// A fixed-length string: stored with the attribute itself, so the 1.8+
+  /// format's metadata checksums cover it (a variable-length string lives in
+  /// HDF5's global heap, which has no checksum). Read back by read_attr_string.
+  void write_attr_fixed(const std::string& name, const std::string& value);
   void write_attr(const std::string& name, const std::vector<std::string>& values);
   void write_attr(const std::string& name, const std::vector<double>& values);
   void write_attr(const std::string& name, int64_t value);
+  void write_attr(const std::string& name, uint64_t value);
+  void write_attr(const std::string& name, double value);
   std::string read_attr_string(const std::string& name) const;
   std::vector<std::string> read_attr_strings(const std::string& name) const;
   std::vector<double> read_attr_doubles(const std::string& name) const;
   int64_t read_attr_int(const std::string& name) const;
+  /// One unsigned 64-bit integer (stored as uint64, or as a non-negative signed integer).
+  uint64_t read_attr_uint64(const std::string& name) const;
+  /// One number (float or integer), as double.
+  double read_attr_double(const std::string& name) const;
   /// Names of all attributes here, in creation order.
   std::vector<std::string> attr_names() const;
+  /// Names of all links (groups, datasets) here, in name order.
+  std::vector<std::string> link_names() const;
 
  private:
   Handle h_;
@@ -99,8 +113,12 @@ class File : public Location {
   /// Opens an existing HDF5 file read-only. A missing file or one that is not
   /// HDF5 is a usage error naming the file.
   static File open_read(const std::string& path);
-  /// Creates (truncates) a file for writing.
-  static File create(const std::string& path);
+  /// Creates (truncates) a file for writing. With `checksummed_metadata` the
+  /// file uses the HDF5 1.8+ object format, whose superblock, object headers
+  /// (attributes included) and indexes carry checksums, so damage to them is
+  /// reported on reading rather than read as garbage (files stay readable by
+  /// h5py and HDF5 1.8 and later).
+  static File create(const std::string& path, bool checksummed_metadata = false);
   /// Flushes everything written so far to disk.
   void flush();
 
@@ -142,6 +160,10 @@ class Dataset {
   /// gzip-compressed (gzip_level 1..9, 0 = off).
   static Dataset create(Location& parent, const std::string& name, Type type,
                         const std::vector<hsize_t>& dims, hsize_t chunk_rows, int gzip_level);
+  /// Creates an unchunked, uncompressed dataset (fastest to write and read
+  /// whole); empty `dims` makes a scalar.
+  static Dataset create_contiguous(Location& parent, const std::string& name, Type type,
+                                   const std::vector<hsize_t>& dims);
   /// Opens a dataset; a missing one is a usage error naming file and path.
   /// `cache_bytes` > 0 sets the dataset's chunk cache size.
   static Dataset open(const Location& parent, const std::string& name, size_t cache_bytes = 0);
@@ -160,6 +182,14 @@ class Dataset {
   void read_selection(const Dataspace& file_space, hsize_t rows, Type mem, void* out) const;
   /// Writes rows [start, start+count) from `in`, which holds elements of type `mem`.
   void write_rows(hsize_t start, hsize_t count, Type mem, const void* in);
+  /// Reads / writes the whole dataset (any rank, scalars included).
+  void read_all(Type mem, void* out) const;
+  void write_all(Type mem, const void* in);
+  /// Number of elements (1 for a scalar).
+  hsize_t size() const;
+  /// Byte offset of a contiguous dataset's data in the file (HADDR_UNDEF when
+  /// chunked or not yet written): lets tests damage exactly the data.
+  haddr_t file_offset() const;
 
  private:
   Handle h_;

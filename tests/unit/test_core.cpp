@@ -1,10 +1,20 @@
-// lib/core: errors, RNG (Philox known answers and reproducibility), option helpers.
+// lib/core: errors, RNG (Philox known answers and reproducibility), option helpers,
+// checksum (XXH64 known answers), atomic file replacement.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <set>
 #include <string>
+#include <vector>
 
+#include "core/atomic_file.hpp"
+#include "core/checksum.hpp"
 #include "core/cli.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"
@@ -166,4 +176,100 @@ TEST(Timer, Monotonic) {
   const double b = t.elapsed_s();
   EXPECT_GE(b, a);
   EXPECT_GE(a, 0.0);
+}
+
+// Known answers of XXH64 from libxxhash 0.8.1 on bytes (i * 131 + 7) % 256:
+// every path of the algorithm (tail bytes, tail half word, tail words, 32-byte
+// rounds) at both seeds.
+TEST(Checksum, Xxh64KnownAnswers) {
+  std::vector<unsigned char> buf(1000);
+  for (size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<unsigned char>((i * 131 + 7) % 256);
+  const uint64_t seed = 0x9E3779B97F4A7C15ULL;
+  const struct {
+    size_t n;
+    uint64_t h0, hs;
+  } cases[] = {
+      {0, 0xef46db3751d8e999ULL, 0xc4349fc93c010000ULL},
+      {1, 0xa96c7f0ce858bbb7ULL, 0x585882422a6165e7ULL},
+      {3, 0xbed43740ee6332bbULL, 0x45fa1406538fa168ULL},
+      {4, 0xfa212ae44b3bb23dULL, 0xa65107f22943365aULL},
+      {7, 0x2744460dd675d2c0ULL, 0xc9b637e2c4599de2ULL},
+      {8, 0x994b676b71ce94ddULL, 0xce592d5f53e192ecULL},
+      {9, 0x572b84c18b983af8ULL, 0x5495aa796de8ab73ULL},
+      {15, 0x09e6451ed2ff8b1dULL, 0x47a857d1f90c35e1ULL},
+      {16, 0x94ad0095e72b24d5ULL, 0x3f8fea7c86a04013ULL},
+      {31, 0x6711d55e306b5d8fULL, 0x24c4e99ab0404b5eULL},
+      {32, 0x07f7b8e3bc5d6e25ULL, 0x046e99bbda1a814bULL},
+      {33, 0x09f85eeb4e1cbe9fULL, 0xd7fe2bfee6e4cdedULL},
+      {63, 0xb7c9968c066cb6a5ULL, 0xbd457f9ea47180c8ULL},
+      {64, 0x50d4159a0411632eULL, 0xa768f350a8e4fcf6ULL},
+      {100, 0x9ddada11d3dc2d8fULL, 0x35546bd9a4779ae4ULL},
+      {1000, 0x0bf0bdbcc82eb373ULL, 0x3ecb5d7b5e7c64cfULL},
+  };
+  for (const auto& c : cases) {
+    EXPECT_EQ(checksum64(buf.data(), c.n), c.h0) << "n=" << c.n;
+    EXPECT_EQ(checksum64(buf.data(), c.n, seed), c.hs) << "n=" << c.n;
+  }
+  EXPECT_EQ(checksum64("abc", 3), 0x44bc2cf5ad770999ULL);
+}
+
+TEST(Checksum, EveryBitAndTheOrderMatter) {
+  std::vector<float> v(37);  // odd length: 32-byte rounds, a word tail and a half word
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i) * 0.25f - 3.0f;
+  const size_t bytes = v.size() * sizeof(float);
+  const uint64_t h = checksum64(v.data(), bytes);
+  EXPECT_EQ(h, checksum64(v.data(), bytes));  // deterministic
+  auto* b = reinterpret_cast<unsigned char*>(v.data());
+  std::set<uint64_t> seen{h};
+  for (size_t bit = 0; bit < bytes * 8; ++bit) {
+    b[bit / 8] ^= static_cast<unsigned char>(1u << (bit % 8));
+    seen.insert(checksum64(v.data(), bytes));
+    b[bit / 8] ^= static_cast<unsigned char>(1u << (bit % 8));
+  }
+  EXPECT_EQ(seen.size(), bytes * 8 + 1) << "a single-bit flip went unnoticed or collided";
+  EXPECT_EQ(checksum64(v.data(), bytes), h);
+  // Two flips of the same high bit in different words (FNV over words misses these).
+  b[7] ^= 0x80;
+  b[15] ^= 0x80;
+  EXPECT_NE(checksum64(v.data(), bytes), h);
+  b[7] ^= 0x80;
+  b[15] ^= 0x80;
+  std::swap(v[0], v[1]);
+  EXPECT_NE(checksum64(v.data(), bytes), h);
+  std::swap(v[0], v[1]);
+  // Chaining depends on the order of the pieces.
+  const uint64_t ab = checksum64(b + 8, 8, checksum64(b, 8));
+  const uint64_t ba = checksum64(b, 8, checksum64(b + 8, 8));
+  EXPECT_NE(ab, ba);
+  EXPECT_NE(checksum64(b, 8, 1), checksum64(b, 8, 2));
+}
+
+TEST(Checksum, Hex) {
+  EXPECT_EQ(checksum_hex(0), "0000000000000000");
+  EXPECT_EQ(checksum_hex(0x2a), "000000000000002a");
+  EXPECT_EQ(checksum_hex(0xef46db3751d8e999ULL), "ef46db3751d8e999");
+}
+
+TEST(AtomicFile, ReplacesAndLeavesNoTemporary) {
+  namespace fs = std::filesystem;
+  std::string tmpl = (fs::temp_directory_path() / "lpsgd-core-XXXXXX").string();
+  ASSERT_TRUE(mkdtemp(tmpl.data()));
+  const fs::path dir = tmpl;
+  const std::string path = (dir / "latest").string();
+  EXPECT_EQ(temp_path_for(path), (dir / ".latest.tmp.").string() + std::to_string(getpid()));
+  write_file_atomic(path, "one\n");
+  write_file_atomic(path, "two\n");
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  EXPECT_EQ(line, "two");
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator{}), 1);
+  // A missing directory is an error naming the file, and nothing is created.
+  try {
+    write_file_atomic((dir / "no" / "such").string(), "x");
+    ADD_FAILURE() << "no error for a missing directory";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("no/.such.tmp."), std::string::npos) << e.message();
+  }
+  fs::remove_all(dir);
 }

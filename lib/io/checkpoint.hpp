@@ -1,0 +1,127 @@
+// Training checkpoints: one HDF5 file per checkpoint, written atomically,
+// read back only after every part of it has been checked.
+//
+// Directory (written by one rank):
+//   DIR/ckpt-000000120.h5   one file per checkpoint, step zero-padded to 9 digits
+//   DIR/latest              one line: the file name of the newest checkpoint
+//   DIR/.ckpt-....h5.tmp.PID  a checkpoint being written (ignored by readers)
+// A checkpoint is written to its temporary name, flushed, closed, fsync'd and
+// renamed; then `latest` is replaced the same way; then checkpoints beyond the
+// newest `keep` (by step) and temporaries left by earlier, killed writers are
+// removed. A crash at any point leaves every complete checkpoint intact.
+//
+// File layout (HDF5 1.8+ object format, so the superblock and object headers,
+// and with them every attribute, carry HDF5's own metadata checksums):
+//   /            attributes: format = "lpsgd-checkpoint", format_version = 1,
+//                the CkptMeta fields under their own names (int64: step, epoch,
+//                ranks, batch; uint64: samples, loader_epoch, loader_cursor,
+//                seed, rng_counter; double: lr, wall_time; string: model,
+//                config, version) and checksum (uint64)
+//   /params      attribute count (int64); one dataset per tensor, in order,
+//                named "00000_NAME" (index zero-padded to 5 digits, '/' in NAME
+//                replaced by '_'), float32, contiguous, shaped like the tensor
+//                (a scalar dataspace for shape []), with attribute name = the
+//                exact tensor name
+//   /optimizer   the same for the optimizer state
+//
+// Checksum: checkpoint_checksum() chains checksum64 (XXH64) over, for
+// "params" then "optimizer": the group name and tensor count, then per tensor
+// its name, rank, dims and element count (as little-endian 64-bit words) and
+// its float32 data. It covers the tensors only, not the metadata, so two runs
+// that reach the same parameters have the same checksum whatever their wall
+// time, P or config; HDF5's metadata checksums guard the attributes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace lpsgd::io {
+
+/// One named, shaped float32 tensor; data.size() == product of shape (1 for []).
+struct CkptTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::vector<float> data;
+};
+
+struct CkptMeta {
+  int64_t step = 0;          ///< optimizer updates done
+  int64_t epoch = 0;         ///< epoch the next step belongs to
+  uint64_t samples = 0;      ///< training samples consumed (global)
+  uint64_t loader_epoch = 0, loader_cursor = 0;  ///< io::LoaderState
+  double lr = 0;             ///< lr of the last step (informational; the schedule is a function of step)
+  uint64_t seed = 0;         ///< run seed; RNG state = (seed, rng_counter)
+  uint64_t rng_counter = 0;  ///< Philox counter position for dropout etc.
+  int ranks = 0;             ///< P it was written at
+  int64_t batch = 0;         ///< per-rank batch at write time
+  std::string model;         ///< model spec, e.g. "mlp:784-512-256-10"
+  std::string config;        ///< full config as INI text (key = value lines)
+  std::string version;       ///< lpsgd version (lpsgd/config.hpp)
+  double wall_time = 0;      ///< unix time written
+};
+
+struct Checkpoint {
+  CkptMeta meta;
+  std::vector<CkptTensor> params;
+  std::vector<CkptTensor> optimizer;
+  uint64_t checksum = 0;  ///< checkpoint_checksum(); set by write and read
+};
+
+/// Format name and version written to and required in every checkpoint.
+inline constexpr const char* kCheckpointFormat = "lpsgd-checkpoint";
+inline constexpr int64_t kCheckpointFormatVersion = 1;
+
+/// "ckpt-000000120.h5" for step 120 (at least 9 digits).
+std::string checkpoint_file_name(int64_t step);
+
+/// The checksum of c's tensors (see the header comment); throws a runtime
+/// error when a tensor's data size does not match its shape.
+uint64_t checkpoint_checksum(const Checkpoint& c);
+
+/// Writes c as DIR/ckpt-<step>.h5 (see the header comment for the sequence),
+/// creating DIR if missing; sets c.checksum; keeps the newest `keep` (>= 1)
+/// checkpoints, never removing the one just written. Returns its path.
+/// keep < 1 or a DIR that cannot be created is a usage error; a failed write
+/// a runtime error, with DIR's existing checkpoints and `latest` untouched.
+std::string write_checkpoint(const std::string& dir, Checkpoint& c, int keep);
+
+/// Reads and validates the checkpoint at `path`: format name and version,
+/// every attribute present and typed, tensor counts, names, float32 data of
+/// the right size, and the checksum recomputed. A missing file is a usage
+/// error; any damage a runtime error "checkpoint PATH is damaged: REASON",
+/// REASON being e.g. "checksum mismatch (stored …, computed …)", "truncated or
+/// not an HDF5 file", "missing attribute step".
+Checkpoint read_checkpoint(const std::string& path);
+
+/// What `lpsgd ckpt info` shows. For a damaged file, meta holds what could be
+/// read before the damage was found.
+struct CkptInfo {
+  std::string path;
+  bool valid = false;
+  std::string error;      ///< the damage (REASON above) when !valid
+  CkptMeta meta;
+  uint64_t checksum = 0;  ///< as stored in the file
+  size_t tensors = 0;     ///< params + optimizer tensors
+  size_t bytes = 0;       ///< file size
+};
+
+/// Reads and validates like read_checkpoint but reports damage in the result
+/// instead of throwing; a missing file is still a usage error.
+CkptInfo inspect_checkpoint(const std::string& path);
+
+/// Checkpoint files (DIR/ckpt-<digits>.h5) in `dir`, by step ascending; empty
+/// when dir is missing.
+std::vector<std::string> list_checkpoints(const std::string& dir);
+
+/// The newest valid checkpoint in `dir` for resuming: the one `latest` names,
+/// else the others by step, newest first. Each damaged one is skipped with a
+/// warning appended to *warnings ("checkpoint P is damaged (REASON); falling
+/// back to the previous one"); temporaries are ignored. Returns "" when dir is
+/// missing or holds no valid checkpoint. When `loaded` is given it receives
+/// the checkpoint found, so it need not be read twice.
+std::string find_resume_checkpoint(const std::string& dir, std::vector<std::string>* warnings,
+                                   Checkpoint* loaded = nullptr);
+
+}  // namespace lpsgd::io
