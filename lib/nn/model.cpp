@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/error.hpp"
+#include "nn/layers.hpp"
 
 namespace lpsgd::nn {
 
@@ -131,6 +132,17 @@ std::string Model::summary() const {
   }
   row("total", "", std::to_string(total));
   return os.str();
+}
+
+uint64_t Model::rng_counter() const {
+  for (const auto& l : layers_)
+    if (const auto* d = dynamic_cast<const Dropout*>(l.get())) return d->rng_counter();
+  return 0;
+}
+
+void Model::set_rng_counter(uint64_t counter) {
+  for (auto& l : layers_)
+    if (auto* d = dynamic_cast<Dropout*>(l.get())) d->set_rng_counter(counter);
 }
 
 }  // namespace lpsgd::nn

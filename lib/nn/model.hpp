@@ -98,6 +98,12 @@ class Model {
   /// order backward completes them: bucket 0 (at offset 0) first.
   std::vector<GradBucket> buckets(size_t max_bytes) const;
 
+  /// Position of the random streams used in training (dropout masks): the
+  /// training forwards done so far. A checkpoint saves it so a resumed run
+  /// draws the same masks.
+  uint64_t rng_counter() const;
+  void set_rng_counter(uint64_t counter);
+
   size_t num_layers() const { return layers_.size(); }
   Layer& layer(size_t i) { return *layers_.at(i); }
   const Layer& layer(size_t i) const { return *layers_.at(i); }

@@ -1,8 +1,11 @@
 #include "train/trainer.hpp"
 
 #include <mpi.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <csignal>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -15,7 +18,9 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/timer.hpp"
+#include "io/checkpoint.hpp"
 #include "io/loader.hpp"
+#include "lpsgd/config.hpp"
 #include "nn/builder.hpp"
 #include "train/report.hpp"
 
@@ -40,6 +45,84 @@ std::string fixed(double v, int digits) {
   return buf;
 }
 
+// ---- signals -----------------------------------------------------------------
+// SIGUSR1 / SIGTERM ask for a checkpoint and a clean exit at the next step
+// boundary (Slurm sends them before a time limit or preemption). A second one
+// exits at once: checkpoints are replaced atomically, so the last complete one
+// survives.
+std::atomic<int> g_signal{0};
+std::atomic<int> g_signal_count{0};
+
+extern "C" void on_stop_signal(int sig) {
+  if (g_signal_count.fetch_add(1) >= 1) _exit(128 + sig);
+  g_signal.store(sig);
+}
+
+class SignalGuard {
+ public:
+  SignalGuard() {
+    struct sigaction sa {};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGUSR1, &sa, &old_usr1_);
+    sigaction(SIGTERM, &sa, &old_term_);
+  }
+  ~SignalGuard() {
+    sigaction(SIGUSR1, &old_usr1_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
+  SignalGuard(const SignalGuard&) = delete;
+  SignalGuard& operator=(const SignalGuard&) = delete;
+
+ private:
+  struct sigaction old_usr1_ {}, old_term_ {};
+};
+
+const char* signal_name(int sig) {
+  switch (sig) {
+    case SIGUSR1: return "SIGUSR1";
+    case SIGTERM: return "SIGTERM";
+    default: return "a signal";
+  }
+}
+
+// What rank 0 found out, for every rank: ok, or an error to rethrow everywhere.
+struct Outcome {
+  int code = 0;  // 0 ok, 1 usage error, 2 runtime error
+  std::string message;
+};
+
+// Broadcasts rank 0's outcome; every rank throws it if it is an error, so a
+// bad checkpoint or a failed write stops all ranks with one message.
+void share_outcome(Outcome o, MPI_Comm comm) {
+  int head[2] = {o.code, static_cast<int>(o.message.size())};
+  MPI_CHECK(MPI_Bcast(head, 2, MPI_INT, 0, comm));
+  o.message.resize(static_cast<size_t>(head[1]));
+  MPI_CHECK(MPI_Bcast(o.message.data(), head[1], MPI_CHAR, 0, comm));
+  if (head[0] == 1) LPSGD_USAGE_ERROR(o.message);
+  if (head[0] == 2) LPSGD_THROW(o.message);
+}
+
+template <class F>
+Outcome attempt(F&& f) {
+  Outcome o;
+  try {
+    f();
+  } catch (const Error& e) {
+    o.code = e.kind() == ErrorKind::Usage ? 1 : 2;
+    o.message = e.message();
+  } catch (const std::exception& e) {
+    o.code = 2;
+    o.message = e.what();
+  }
+  return o;
+}
+
+std::string tensor_name(const nn::ParamSlot& s, const nn::Param& p) {
+  return "layers." + std::to_string(s.layer) + "." + p.name;
+}
+
 class Run {
  public:
   Run(Device& dev, const TrainConfig& cfg);
@@ -52,6 +135,15 @@ class Run {
   /// Throws unless every rank holds the same parameters; returns the checksum.
   std::string check_identical(const std::string& when);
   void progress();
+  /// At a step boundary: a checkpoint when one is due or a signal came.
+  /// Returns true when the run must stop (after a signal).
+  bool step_boundary();
+  /// Writes a checkpoint of the current state (rank 0 writes, all confirm).
+  void save();
+  /// Continues from a checkpoint per --resume; false for a fresh start.
+  bool resume();
+  io::Checkpoint snapshot();
+  void restore(io::Checkpoint& c);
   double epoch_progress() const;
   int64_t remaining_steps() const;
   /// The run is over (the final evaluation comes next).
@@ -92,6 +184,12 @@ class Run {
   std::unique_ptr<MetricsWriter> metrics_;
   nn::LossStats last_test_;
   std::string last_checksum_;
+  // Checkpoints.
+  std::unique_ptr<SignalGuard> signals_;
+  int64_t last_ckpt_step_ = -1;
+  double last_ckpt_time_ = 0;
+  std::vector<float> host_state_;
+  bool interrupted_ = false;
 };
 
 Run::Run(Device& dev, const TrainConfig& cfg) : dev_(dev), cfg_(cfg), bar_(cfg.progress, cfg.progress_every_s) {
@@ -145,10 +243,12 @@ Run::Run(Device& dev, const TrainConfig& cfg) : dev_(dev), cfg_(cfg), bar_(cfg.p
                           << sh.w);
 
   sgd_ = std::make_unique<Sgd>(dev_, model_->param_count(), cfg_.sgd);
-  total_steps_ = cfg_.epochs * train_->batches_per_epoch();
-  if (cfg_.max_steps > 0) total_steps_ = std::min(total_steps_, cfg_.max_steps);
+  // The LR schedule spans the planned run (--epochs); --max-steps only cuts a
+  // run short, so a run stopped by it continues exactly when resumed.
+  const int64_t planned = cfg_.epochs * train_->batches_per_epoch();
+  total_steps_ = cfg_.max_steps > 0 ? std::min(planned, cfg_.max_steps) : planned;
   ScheduleConfig sc = cfg_.schedule;
-  sc.total_steps = total_steps_;
+  sc.total_steps = planned;
   schedule_ = std::make_unique<LrSchedule>(sc);
 
   comm::CommOptions co;
@@ -167,7 +267,185 @@ Run::Run(Device& dev, const TrainConfig& cfg) : dev_(dev), cfg_(cfg), bar_(cfg.p
   x_ = DeviceBuffer(dev_, rows * sample * sizeof(float));
   y_ = DeviceBuffer(dev_, rows * sizeof(int32_t));
   host_params_.resize(model_->param_count());
-  metrics_ = std::make_unique<MetricsWriter>(rank_ == 0 ? cfg_.metrics : std::string(), false);
+  if (!cfg_.checkpoint_dir.empty()) {
+    cli::require_range("keep", cfg_.keep, 1, 1000000);
+    cli::require_range("checkpoint-every", cfg_.checkpoint_every, int64_t{0}, int64_t{1} << 50);
+    if (!(cfg_.checkpoint_every_minutes >= 0))
+      LPSGD_USAGE_ERROR("--checkpoint-every-minutes must be >= 0");
+    host_state_.resize(model_->param_count());
+    signals_ = std::make_unique<SignalGuard>();
+  }
+  if (cfg_.resume.empty()) LPSGD_USAGE_ERROR("--resume must be auto, none or a checkpoint file");
+  const bool resumed = resume();
+  // A resumed run continues its metrics file; a fresh one starts it anew.
+  metrics_ = std::make_unique<MetricsWriter>(rank_ == 0 ? cfg_.metrics : std::string(), resumed);
+  last_ckpt_time_ = now_s();
+}
+
+// ---- checkpoints ---------------------------------------------------------------
+
+io::Checkpoint Run::snapshot() {
+  io::Checkpoint c;
+  io::CkptMeta& m = c.meta;
+  m.step = step_;
+  m.epoch = static_cast<int64_t>(train_->state().epoch);
+  m.samples = samples_;
+  m.loader_epoch = train_->state().epoch;
+  m.loader_cursor = train_->state().cursor;
+  m.lr = lr_;
+  m.seed = cfg_.seed;
+  m.rng_counter = model_->rng_counter();
+  m.ranks = world_;
+  m.batch = cfg_.batch;
+  m.model = cfg_.model;
+  m.config = cfg_.config_text;
+  m.version = build::version;
+  dev_.copy_to_host(host_params_.data(), model_->params().data(), host_params_.size() * 4);
+  dev_.copy_to_host(host_state_.data(), sgd_->state().data(), host_state_.size() * 4);
+  for (const nn::ParamSlot& s : model_->slots()) {
+    const nn::Param& p = model_->layer(s.layer).params()[s.param];
+    std::vector<int64_t> shape;
+    for (int i = 0; i < p.shape.rank(); ++i) shape.push_back(p.shape[i]);
+    const auto* w = host_params_.data() + s.offset;
+    const auto* v = host_state_.data() + s.offset;
+    c.params.push_back({tensor_name(s, p), shape, std::vector<float>(w, w + s.count)});
+    c.optimizer.push_back({tensor_name(s, p) + ".momentum", shape, std::vector<float>(v, v + s.count)});
+  }
+  return c;
+}
+
+void Run::save() {
+  const double t0 = now_s();
+  // Every rank must hold what rank 0 writes.
+  check_identical("at checkpoint step " + std::to_string(step_));
+  std::string path;
+  Outcome o;
+  if (rank_ == 0)
+    o = attempt([&] {
+      io::Checkpoint c = snapshot();
+      path = io::write_checkpoint(cfg_.checkpoint_dir, c, cfg_.keep);
+    });
+  share_outcome(o, ctl_);
+  last_ckpt_step_ = step_;
+  last_ckpt_time_ = now_s();
+  ckpt_s_ += last_ckpt_time_ - t0;
+  LPSGD_INFO("checkpoint " << path << " (step " << step_ << ", "
+                           << fixed(1e3 * (last_ckpt_time_ - t0), 0) << " ms)");
+}
+
+void Run::restore(io::Checkpoint& c) {
+  // Rank 0 checks the file fits this model before anything is changed.
+  const io::CkptMeta& m = c.meta;
+  if (m.model != cfg_.model)
+    LPSGD_USAGE_ERROR("checkpoint was written for model '" << m.model << "', this run trains '"
+                                                           << cfg_.model
+                                                           << "'; use --resume none or another --checkpoint-dir");
+  const auto& slots = model_->slots();
+  if (c.params.size() != slots.size() || c.optimizer.size() != slots.size())
+    LPSGD_USAGE_ERROR("checkpoint holds " << c.params.size() << " tensors, the model has "
+                                          << slots.size());
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const nn::Param& p = model_->layer(slots[i].layer).params()[slots[i].param];
+    const io::CkptTensor& t = c.params[i];
+    bool same = t.name == tensor_name(slots[i], p) && static_cast<int>(t.shape.size()) == p.shape.rank() &&
+                t.data.size() == slots[i].count && c.optimizer[i].data.size() == slots[i].count;
+    for (int d = 0; same && d < p.shape.rank(); ++d) same = t.shape[static_cast<size_t>(d)] == p.shape[d];
+    if (!same)
+      LPSGD_USAGE_ERROR("checkpoint tensor " << i << " is '" << t.name << "' of "
+                                             << t.data.size() << " values, the model expects '"
+                                             << tensor_name(slots[i], p) << "' " << p.shape.str());
+    std::copy(t.data.begin(), t.data.end(), host_params_.begin() + static_cast<std::ptrdiff_t>(slots[i].offset));
+    std::copy(c.optimizer[i].data.begin(), c.optimizer[i].data.end(),
+              host_state_.begin() + static_cast<std::ptrdiff_t>(slots[i].offset));
+  }
+}
+
+bool Run::resume() {
+  if (cfg_.resume == "none") return false;
+  const bool explicit_path = cfg_.resume != "auto";
+  if (!explicit_path && cfg_.checkpoint_dir.empty()) return false;
+  if (host_state_.empty()) host_state_.resize(model_->param_count());
+  io::Checkpoint c;
+  std::string path;
+  Outcome o;
+  if (rank_ == 0)
+    o = attempt([&] {
+      if (explicit_path) {
+        path = cfg_.resume;
+        c = io::read_checkpoint(path);
+      } else {
+        std::vector<std::string> warnings;
+        path = io::find_resume_checkpoint(cfg_.checkpoint_dir, &warnings, &c);
+        for (const auto& w : warnings) LPSGD_WARN(w);
+      }
+      if (!path.empty()) restore(c);
+    });
+  share_outcome(o, ctl_);
+  uint64_t found = path.empty() ? 0 : 1;
+  MPI_CHECK(MPI_Bcast(&found, 1, MPI_UINT64_T, 0, ctl_));
+  if (!found) {
+    LPSGD_INFO("no checkpoint in " << cfg_.checkpoint_dir << ": starting fresh");
+    return false;
+  }
+  // The position, then the tensors with the LP broadcast.
+  uint64_t pos[6] = {static_cast<uint64_t>(c.meta.step), c.meta.samples, c.meta.loader_epoch,
+                     c.meta.loader_cursor, c.meta.rng_counter, static_cast<uint64_t>(c.meta.ranks)};
+  MPI_CHECK(MPI_Bcast(pos, 6, MPI_UINT64_T, 0, ctl_));
+  if (rank_ == 0) {
+    dev_.copy_from_host(model_->params().data(), host_params_.data(), host_params_.size() * 4);
+    dev_.copy_from_host(sgd_->state().data(), host_state_.data(), host_state_.size() * 4);
+  }
+  const size_t n = model_->param_count();
+  comm_->run(comm::Algo::Lp, {comm::CollKind::Bcast, model_->params().data(), model_->params().data(), n, DType::F32, comm::ReduceOp::Sum, 0});
+  comm_->run(comm::Algo::Lp, {comm::CollKind::Bcast, sgd_->state().data(), sgd_->state().data(), n, DType::F32, comm::ReduceOp::Sum, 0});
+  dev_.synchronize();
+  step_ = static_cast<int64_t>(pos[0]);
+  samples_ = pos[1];
+  train_->restore({pos[2], pos[3]});
+  model_->set_rng_counter(pos[4]);
+  last_ckpt_step_ = step_;
+  // The run's length in steps, from where the data stands (P or batch may differ).
+  const uint64_t G = static_cast<uint64_t>(cfg_.batch * world_);
+  const uint64_t N = static_cast<uint64_t>(train_->size());
+  int64_t left = 0;
+  if (pos[2] < static_cast<uint64_t>(cfg_.epochs))
+    left = static_cast<int64_t>((N - std::min(N, pos[3])) / G) +
+           (cfg_.epochs - 1 - static_cast<int64_t>(pos[2])) * train_->batches_per_epoch();
+  const int64_t planned = step_ + left;
+  total_steps_ = cfg_.max_steps > 0 ? std::min(planned, std::max(step_, cfg_.max_steps)) : planned;
+  ScheduleConfig sc = schedule_->config();
+  sc.total_steps = planned;
+  schedule_ = std::make_unique<LrSchedule>(sc);
+  if (rank_ == 0) {
+    LPSGD_INFO("resuming from " << path << ": step " << step_ << ", epoch " << pos[2] << " at sample "
+                                << pos[3] << ", written by " << pos[5] << " rank"
+                                << (pos[5] == 1 ? "" : "s") << " x batch " << c.meta.batch);
+    if (static_cast<int>(pos[5]) != world_ || c.meta.batch != cfg_.batch)
+      LPSGD_INFO("the run continues with " << world_ << " ranks x batch " << cfg_.batch
+                                           << ": same sample order, different batch boundaries");
+  }
+  return true;
+}
+
+bool Run::step_boundary() {
+  if (cfg_.checkpoint_dir.empty()) return false;
+  // Every rank must take the same decision: agree on signals and on rank 0's clock.
+  int want[2] = {g_signal.load(), 0};
+  if (rank_ == 0 && cfg_.checkpoint_every_minutes > 0 &&
+      now_s() - last_ckpt_time_ >= 60 * cfg_.checkpoint_every_minutes)
+    want[1] = 1;
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, want, 2, MPI_INT, MPI_MAX, ctl_));
+  if (want[0]) {
+    save();
+    if (rank_ == 0) {
+      bar_.line("lpsgd: checkpointed at step " + std::to_string(step_) + " after signal " +
+                signal_name(want[0]));
+    }
+    interrupted_ = true;
+    return true;
+  }
+  if (want[1] || (cfg_.checkpoint_every > 0 && step_ % cfg_.checkpoint_every == 0)) save();
+  return false;
 }
 
 double Run::epoch_progress() const {
@@ -323,9 +601,17 @@ TrainResult Run::go() {
       LPSGD_CHECK(!train_->next(end), "the loader returned a batch past the end of an epoch");
       if (cfg_.eval_every < 0 && last_eval_step_ != step_ && !finished()) evaluate("eval");
     }
+    if (!finished() && step_boundary()) break;
+  }
+  TrainResult res;
+  if (interrupted_) {
+    res.interrupted = true;
+    res.steps = step_;
+    return res;
   }
   evaluate("final");
-  TrainResult res;
+  // A finished run always leaves a checkpoint to inspect, compare or continue.
+  if (!cfg_.checkpoint_dir.empty() && last_ckpt_step_ != step_) save();
   res.steps = step_;
   res.epochs = epoch_progress();
   res.test_loss = last_test_.mean_loss();

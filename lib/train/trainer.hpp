@@ -31,7 +31,8 @@ struct TrainConfig {
   std::string data;                   ///< HDF5 dataset (lpsgd data layout)
   std::string model = "mlp:784-512-256-10";
   int64_t epochs = 10;
-  int64_t max_steps = 0;              ///< 0: no limit besides epochs
+  int64_t max_steps = 0;              ///< stop at this step (0: no limit besides epochs);
+                                      ///< the LR schedule still spans the epochs
   int64_t batch = 64;                 ///< per rank
   int64_t eval_batch = 500;           ///< per rank
   uint64_t seed = 1;

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Checkpoint and restart end to end (lpsgd train --checkpoint-dir / --resume):
+#   bit-exact: 2 epochs straight == 1 epoch + resume, and == a stop in the middle
+#     of an epoch + resume, for an MLP and a LeNet CNN (checkpoint checksums);
+#   resume at another P (written at 2, resumed at 1 and at 3) finishes the run;
+#   damaged newest checkpoint (truncated, corrupted) and stray temporaries:
+#     --resume auto falls back to the last complete checkpoint;
+#   SIGUSR1 to one rank: every rank checkpoints and exits 0; resuming finishes
+#     with the parameters of an uninterrupted run.
+set -u
+LPSGD=$1
+here=$(dirname "$0")
+source "$here/lib.sh"
+read -r -a MPI_FLAGS <<<"${MPIEXEC_FLAGS:-}"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+data=$tmp/synth.h5
+"$LPSGD" data synth --out "$data" --samples 384 --test-samples 96 --shape 1,28,28 \
+  --classes 10 --seed 5 2>/dev/null || { echo "FAIL: data synth"; exit 1; }
+
+# 384 samples / (2 ranks x 32) = 6 steps per epoch; 2 epochs = 12 steps.
+common=(--data "$data" --epochs 2 --batch 32 --lr 0.02 --momentum 0.9 --weight-decay 1e-4
+        --schedule cosine --warmup-steps 2 --seed 11 --progress off --eval-batch 48)
+lp() {  # lp NP OUTFILE train options...
+  local np=$1 out=$2; shift 2
+  "${MPIEXEC:-mpiexec}" -n "$np" "${MPI_FLAGS[@]}" "$LPSGD" train "${common[@]}" "$@" \
+    </dev/null >"$out" 2>&1
+}
+ckpt_sum() {  # the checksum of the newest valid checkpoint in DIR
+  "$LPSGD" ckpt info "$1" --json | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["checksum"] if d["valid"] else "invalid")'
+}
+ckpt_step() {
+  "$LPSGD" ckpt info "$1" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["step"])'
+}
+check() {  # check DESCRIPTION CONDITION-COMMAND...
+  local what=$1; shift
+  if "$@"; then echo "ok: $what"; else echo "FAIL: $what"; fails=$((fails + 1)); fi
+}
+same() { [[ $1 == "$2" ]] || { echo "  got '$1', want '$2'"; return 1; }; }
+
+for model in mlp:784-64-10 cnn:lenet; do
+  tag=${model%%:*}
+  lp 2 "$tmp/$tag-full.out" --model "$model" --checkpoint-dir "$tmp/$tag-full" \
+    || { echo "FAIL: $tag straight run"; cat "$tmp/$tag-full.out"; fails=$((fails + 1)); continue; }
+  want=$(ckpt_sum "$tmp/$tag-full")
+  check "$tag: straight run ends at step 12" same "$(ckpt_step "$tmp/$tag-full")" 12
+  for stop in 6 4; do  # at the end of epoch 1, and in the middle of it
+    d=$tmp/$tag-stop$stop
+    lp 2 "$d.1.out" --model "$model" --checkpoint-dir "$d" --max-steps "$stop" || { echo "FAIL: $tag stop $stop"; cat "$d.1.out"; }
+    check "$tag: stopped at step $stop" same "$(ckpt_step "$d")" "$stop"
+    lp 2 "$d.2.out" --model "$model" --checkpoint-dir "$d" --resume auto || { echo "FAIL: $tag resume"; cat "$d.2.out"; }
+    grep -q "resuming from .*ckpt-0*$stop.h5" "$d.2.out" || { echo "FAIL: $tag did not say it resumed"; cat "$d.2.out"; fails=$((fails + 1)); }
+    check "$tag: stop at $stop + resume == straight run (bitwise)" same "$(ckpt_sum "$d")" "$want"
+  done
+done
+
+# Resume at another P: written at 2 ranks, continued at 1 and at 3.
+m=(--model mlp:784-64-10)
+for np in 1 3; do
+  d=$tmp/p2to$np
+  lp 2 "$d.1.out" "${m[@]}" --checkpoint-dir "$d" --max-steps 4
+  if lp "$np" "$d.2.out" "${m[@]}" --checkpoint-dir "$d" --resume auto; then
+    grep -q "the run continues with $np ranks" "$d.2.out" || { echo "FAIL: no note of the new P"; cat "$d.2.out"; fails=$((fails + 1)); }
+    samples=$("$LPSGD" ckpt info "$d" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["samples"])')
+    # 4 steps x 64, then whole global batches of 32*np until 2 epochs (768 samples) run out.
+    expect=$(( 256 + ((384 - 256) / (32 * np)) * 32 * np + (384 / (32 * np)) * 32 * np ))
+    check "written at P=2, resumed at P=$np: finished with $expect samples" same "$samples" "$expect"
+  else
+    echo "FAIL: resume at P=$np"; cat "$d.2.out"; fails=$((fails + 1))
+  fi
+done
+
+# A damaged newest checkpoint and stray temporaries: resume falls back.
+d=$tmp/damaged
+lp 2 "$d.1.out" "${m[@]}" --checkpoint-dir "$d" --checkpoint-every 2 --max-steps 6 --keep 5
+newest=$d/$(cat "$d/latest")
+python3 - "$newest" <<'PY'
+import os, sys
+p = sys.argv[1]
+os.truncate(p, os.path.getsize(p) // 2)
+PY
+echo "partial" >"$d/.ckpt-000000008.h5.tmp.12345"
+lp 2 "$d.2.out" "${m[@]}" --checkpoint-dir "$d" --resume auto
+check "truncated newest: warned and resumed from step 4" grep -q "resuming from .*ckpt-000000004.h5" "$d.2.out"
+grep -q "damaged" "$d.2.out" || { echo "FAIL: no warning about the damaged checkpoint"; cat "$d.2.out"; fails=$((fails + 1)); }
+check "truncated newest: run finished" same "$(ckpt_step "$d")" 12
+d=$tmp/corrupt
+lp 2 "$d.1.out" "${m[@]}" --checkpoint-dir "$d" --checkpoint-every 3 --max-steps 6
+newest=$d/$(cat "$d/latest")
+python3 - "$newest" <<'PY'
+import os, sys
+p = sys.argv[1]
+with open(p, "r+b") as f:  # flip bytes in the middle of the tensor data
+    size = os.path.getsize(p)
+    f.seek(size // 2)
+    b = f.read(16)
+    f.seek(size // 2)
+    f.write(bytes(x ^ 0xFF for x in b))
+PY
+lp 2 "$d.2.out" "${m[@]}" --checkpoint-dir "$d" --resume auto
+check "corrupted newest: resumed from step 3" grep -q "resuming from .*ckpt-000000003.h5" "$d.2.out"
+
+# SIGUSR1 to one rank mid-run: every rank checkpoints and exits 0; resume finishes.
+d=$tmp/signal
+slow=(--model cnn:lenet --epochs 6)
+lp 2 "$tmp/sig-ref.out" "${slow[@]}" --checkpoint-dir "$tmp/sig-ref"
+"${MPIEXEC:-mpiexec}" -n 2 "${MPI_FLAGS[@]}" "$LPSGD" train "${common[@]}" "${slow[@]}" \
+  --checkpoint-dir "$d" --progress lines --progress-every 0.001 </dev/null >"$d.1.out" 2>&1 &
+launcher=$!
+# Wait until training is under way, then signal one rank (not the launcher).
+for _ in $(seq 1 300); do grep -q "step [3-9]/" "$d.1.out" 2>/dev/null && break; sleep 0.1; done
+rank_pid=$(pgrep -P "$launcher" -f "lpsgd train" | tail -1)
+[[ -n $rank_pid ]] || rank_pid=$(pgrep -f "lpsgd train .*$d" | tail -1)
+kill -USR1 "$rank_pid"
+wait "$launcher"; rc=$?
+check "SIGUSR1: the job exited 0" same "$rc" 0
+check "SIGUSR1: 'checkpointed at step S after signal SIGUSR1'" grep -q "^lpsgd: checkpointed at step [0-9]* after signal SIGUSR1" "$d.1.out"
+stopped=$(ckpt_step "$d")
+check "SIGUSR1: stopped before the end (step $stopped < 36)" test "$stopped" -lt 36
+lp 2 "$d.2.out" "${slow[@]}" --checkpoint-dir "$d" --resume auto
+check "SIGUSR1: resumed run == uninterrupted run (bitwise)" same "$(ckpt_sum "$d")" "$(ckpt_sum "$tmp/sig-ref")"
+finish
