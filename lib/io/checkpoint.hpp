@@ -16,7 +16,9 @@
 //                the CkptMeta fields under their own names (int64: step, epoch,
 //                ranks, batch; uint64: samples, loader_epoch, loader_cursor,
 //                seed, rng_counter; double: lr, wall_time; string: model,
-//                config, version) and checksum (uint64)
+//                config, version) and checksum (uint64). Strings are
+//                fixed-length (h5py returns bytes), so they sit inside the
+//                checksummed metadata rather than in HDF5's global heap.
 //   /params      attribute count (int64); one dataset per tensor, in order,
 //                named "00000_NAME" (index zero-padded to 5 digits, '/' in NAME
 //                replaced by '_'), float32, contiguous, shaped like the tensor

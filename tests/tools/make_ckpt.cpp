@@ -2,14 +2,17 @@
 // known contents through io::write_checkpoint, for the e2e tests of
 // `lpsgd ckpt`, and times writing and reading them.
 //
-//   make_ckpt DIR [--steps 10,20,30] [--shapes 784x512,512,...] [--keep K]
+//   make_ckpt --dir DIR [--steps 10,20,30] [--shapes 784x512,512,...] [--keep K]
 //             [--model SPEC] [--time REPS]
+//   make_ckpt --damage FILE   flips one bit in the middle of the first parameter
+//                             tensor's data (as a bad disk or a torn write would)
 //
 // Each shape gives one parameter tensor "layerI/weight|bias" and an optimizer
 // tensor of the same shape ("momentum/..."); values depend on step and index,
 // so every checkpoint has its own checksum. The last line printed is the
 // checksum of the last checkpoint (16 hex digits). With --time it also prints
-// the median write and read time over REPS rounds.
+// the median write and read time over REPS rounds (fsyncs included) and those
+// of the first round.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -22,6 +25,7 @@
 #include "core/cli.hpp"
 #include "core/error.hpp"
 #include "io/checkpoint.hpp"
+#include "io/h5.hpp"
 
 using namespace lpsgd;
 
@@ -67,6 +71,26 @@ io::Checkpoint make(int64_t step, const std::vector<std::string>& shapes, const 
   return c;
 }
 
+void damage(const std::string& path) {
+  uint64_t at = 0;
+  {
+    const io::h5::File f = io::h5::File::open_read(path);
+    const io::h5::Group g = io::h5::Group::open(f, "params");
+    const std::vector<std::string> links = g.link_names();
+    LPSGD_CHECK(!links.empty(), path << ": no parameter tensors");
+    const io::h5::Dataset d = io::h5::Dataset::open(g, links[0]);
+    LPSGD_CHECK(d.file_offset() != HADDR_UNDEF && d.size() > 0, path << ": no data to damage");
+    at = d.file_offset() + d.size() * sizeof(float) / 2;
+  }
+  std::FILE* file = std::fopen(path.c_str(), "r+b");
+  LPSGD_CHECK(file, "cannot open " << path);
+  std::fseek(file, static_cast<long>(at), SEEK_SET);
+  const int b = std::fgetc(file);
+  std::fseek(file, static_cast<long>(at), SEEK_SET);
+  std::fputc(b ^ 0x04, file);
+  std::fclose(file);
+}
+
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -80,23 +104,26 @@ double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   try {
-    if (argc < 2) {
-      std::fprintf(stderr, "usage: make_ckpt DIR [--steps S,..] [--shapes AxB,..] [--keep K] "
-                           "[--model SPEC] [--time REPS]\n");
-      return 2;
-    }
-    const std::string dir = argv[1];
-    std::string steps = "10", shapes = "8x4,8", model = "mlp:4-8";
+    std::string dir, steps = "10", shapes = "8x4,8", model = "mlp:4-8";
     int keep = 3, reps = 0;
-    for (int i = 2; i + 1 < argc; i += 2) {
+    if (argc % 2 == 0) LPSGD_USAGE_ERROR("options come in pairs: --name value");
+    for (int i = 1; i + 1 < argc; i += 2) {
       const std::string opt = argv[i], val = argv[i + 1];
-      if (opt == "--steps") steps = val;
+      if (opt == "--damage") {
+        damage(val);
+        return 0;
+      }
+      if (opt == "--dir") dir = val;
+      else if (opt == "--steps") steps = val;
       else if (opt == "--shapes") shapes = val;
       else if (opt == "--keep") keep = std::stoi(val);
       else if (opt == "--model") model = val;
       else if (opt == "--time") reps = std::stoi(val);
       else LPSGD_USAGE_ERROR("unknown option " << opt);
     }
+    if (dir.empty())
+      LPSGD_USAGE_ERROR("usage: make_ckpt --dir DIR [--steps S,..] [--shapes AxB,..] [--keep K] "
+                        "[--model SPEC] [--time REPS] | make_ckpt --damage FILE");
     const std::vector<std::string> shape_list = cli::split_list(shapes);
     uint64_t checksum = 0;
     for (const std::string& s : cli::split_list(steps)) {
@@ -120,8 +147,11 @@ int main(int argc, char** argv) {
         r.push_back(seconds_since(t0));
         LPSGD_CHECK(back.checksum == c.checksum, "read back another checkpoint");
       }
-      std::printf("%zu floats (%.2f MB): write %.2f ms, read %.2f ms (median of %d)\n", floats,
-                  static_cast<double>(floats) * 4e-6, median(w) * 1e3, median(r) * 1e3, reps);
+      // The first round runs in fresh memory (page faults), as a resume does.
+      std::printf("%zu floats (%.2f MB): write %.2f ms, read %.2f ms (median of %d; first: "
+                  "write %.2f ms, read %.2f ms)\n",
+                  floats, static_cast<double>(floats) * 4e-6, median(w) * 1e3, median(r) * 1e3,
+                  reps, w[0] * 1e3, r[0] * 1e3);
     }
     std::printf("%s\n", checksum_hex(checksum).c_str());
     return 0;
