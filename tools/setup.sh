@@ -12,6 +12,7 @@ PACKAGES=(
   libopenblas-dev
   libgtest-dev googletest
   zlib1g-dev
+  libxxhash-dev
   libsimgrid-dev
   slurm-wlm munge
   dataset-fashion-mnist

@@ -1,6 +1,6 @@
 // A fast, deterministic 64-bit checksum of bytes.
 //
-// checksum64 is XXH64 (Yann Collet's xxHash, 64-bit variant, spec:
+// checksum64 is XXH64 from the xxHash library (Debian: libxxhash-dev; spec:
 // github.com/Cyan4973/xxHash/blob/dev/doc/xxhash_spec.md), so a value can be
 // checked with any xxHash implementation (python: xxhash.xxh64(b, seed)).
 // It consumes 32 bytes per round in four independent 64-bit lanes and mixes
