@@ -131,9 +131,9 @@ int run_bench(int argc, char** argv) {
   for (auto& s : cli::split_list(algos_s)) algos.push_back(parse_algo(s));
   if (ops.empty() || algos.empty()) LPSGD_USAGE_ERROR("--op and --algo need at least one entry");
 
-  const DeviceKind dev_kind = parse_device_kind(device_s);
-  if (do_calibrate && dev_kind != DeviceKind::Cpu)
+  if (do_calibrate && device_s != "cpu")
     LPSGD_USAGE_ERROR("--calibrate measures the CPU's links; run it with --device cpu");
+  const DeviceKind dev_kind = parse_device_kind(device_s);
   auto dev = make_device(dev_kind, node_local_rank(MPI_COMM_WORLD));
 
   if (do_calibrate) {
@@ -165,7 +165,8 @@ int run_bench(int argc, char** argv) {
   // Every buffer is allocated and touched once, before anything is timed.
   const size_t max_count = std::max<size_t>(1, max_bytes / esize);
   DeviceBuffer in(cq, max_count * esize), out(cq, max_count * esize);
-  comm.reserve_scratch(max_count * esize);
+  if (std::any_of(algos.begin(), algos.end(), [](Algo a) { return a != Algo::Lp; }))
+    comm.reserve_scratch(max_count * esize);  // LP needs none
   std::vector<char> host(max_count * esize);  // inputs made and results checked here
   dispatch_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);

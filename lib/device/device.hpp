@@ -147,16 +147,17 @@ std::unique_ptr<Device> make_device(DeviceKind kind, int local_rank = 0);
 /// Number of usable GPUs (0 when CUDA is not built or no driver/GPU is present).
 int cuda_device_count();
 
-/// Owning buffer of device memory (move-only).
-class DeviceBuffer {
+/// Owning, move-only memory from a Device; Alloc/Free say which kind.
+template <void* (Device::*Alloc)(size_t), void (Device::*Free)(void*) noexcept>
+class DeviceMemory {
  public:
-  DeviceBuffer() = default;
-  DeviceBuffer(Device& dev, size_t bytes) : dev_(&dev), bytes_(bytes) {
-    ptr_ = bytes ? dev.alloc(bytes) : nullptr;
+  DeviceMemory() = default;
+  DeviceMemory(Device& dev, size_t bytes) : dev_(&dev), bytes_(bytes) {
+    ptr_ = bytes ? (dev.*Alloc)(bytes) : nullptr;
   }
-  ~DeviceBuffer() { reset(); }
-  DeviceBuffer(DeviceBuffer&& o) noexcept { *this = std::move(o); }
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+  ~DeviceMemory() { reset(); }
+  DeviceMemory(DeviceMemory&& o) noexcept { *this = std::move(o); }
+  DeviceMemory& operator=(DeviceMemory&& o) noexcept {
     if (this != &o) {
       reset();
       dev_ = o.dev_;
@@ -167,11 +168,11 @@ class DeviceBuffer {
     }
     return *this;
   }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceMemory(const DeviceMemory&) = delete;
+  DeviceMemory& operator=(const DeviceMemory&) = delete;
 
   void reset() noexcept {
-    if (ptr_) dev_->free(ptr_);
+    if (ptr_) (dev_->*Free)(ptr_);
     ptr_ = nullptr;
     bytes_ = 0;
   }
@@ -187,43 +188,9 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
+/// Owning buffer of device memory (move-only).
+using DeviceBuffer = DeviceMemory<&Device::alloc, &Device::free>;
 /// Owning buffer of pinned host memory from Device::alloc_host (move-only).
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  PinnedBuffer(Device& dev, size_t bytes) : dev_(&dev), bytes_(bytes) {
-    ptr_ = bytes ? dev.alloc_host(bytes) : nullptr;
-  }
-  ~PinnedBuffer() { reset(); }
-  PinnedBuffer(PinnedBuffer&& o) noexcept { *this = std::move(o); }
-  PinnedBuffer& operator=(PinnedBuffer&& o) noexcept {
-    if (this != &o) {
-      reset();
-      dev_ = o.dev_;
-      ptr_ = o.ptr_;
-      bytes_ = o.bytes_;
-      o.ptr_ = nullptr;
-      o.bytes_ = 0;
-    }
-    return *this;
-  }
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-
-  void reset() noexcept {
-    if (ptr_) dev_->free_host(ptr_);
-    ptr_ = nullptr;
-    bytes_ = 0;
-  }
-  void* data() const { return ptr_; }
-  template <class T>
-  T* as() const { return static_cast<T*>(ptr_); }
-  size_t bytes() const { return bytes_; }
-
- private:
-  Device* dev_ = nullptr;
-  void* ptr_ = nullptr;
-  size_t bytes_ = 0;
-};
+using PinnedBuffer = DeviceMemory<&Device::alloc_host, &Device::free_host>;
 
 }  // namespace lpsgd
