@@ -81,7 +81,8 @@ std::string json_row(const Row& r) {
 
 int run_bench(int argc, char** argv) {
   namespace po = cli::po;
-  std::string ops_s, algos_s, min_s, max_s, dtype_s, block_s, links_s, json_path, csv_path, calib;
+  std::string ops_s, algos_s, min_s, max_s, dtype_s, block_s, links_s, json_path, csv_path, calib,
+      device_s;
   double factor = 2, timeout = 300;
   int iters = 20, warmup = 5, root = 0, window = 4, rpn = 0;
   bool check = false, do_calibrate = false;
@@ -99,6 +100,7 @@ int run_bench(int argc, char** argv) {
     ("block", po::value(&block_s)->default_value("auto"), "LP block: bytes or auto (cost model)")
     ("window", po::value(&window)->default_value(4), "LP blocks in flight per link (W)")
     ("links", po::value(&links_s)->default_value("auto"), "auto (peer links in a node) or mpi")
+    ("device", po::value(&device_s)->default_value("cpu"), "where the buffers live: cpu or cuda (GPU local rank % count)")
     ("ranks-per-node", po::value(&rpn)->default_value(0), "split ranks into pretend nodes of N")
     ("comm-timeout", po::value(&timeout)->default_value(300), "seconds without progress = error")
     ("check", po::bool_switch(&check), "validate every result and count wrong elements")
@@ -129,7 +131,10 @@ int run_bench(int argc, char** argv) {
   for (auto& s : cli::split_list(algos_s)) algos.push_back(parse_algo(s));
   if (ops.empty() || algos.empty()) LPSGD_USAGE_ERROR("--op and --algo need at least one entry");
 
-  auto dev = make_device(DeviceKind::Cpu);
+  if (do_calibrate && device_s != "cpu")
+    LPSGD_USAGE_ERROR("--calibrate measures the CPU's links; run it with --device cpu");
+  const DeviceKind dev_kind = parse_device_kind(device_s);
+  auto dev = make_device(dev_kind, node_local_rank(MPI_COMM_WORLD));
 
   if (do_calibrate) {
     CostModel m = calibrate(MPI_COMM_WORLD, *dev, rpn);
@@ -151,21 +156,27 @@ int run_bench(int argc, char** argv) {
   o.timeout_s = timeout;
   o.calibration_file = calib;
   o.slot_bytes = std::max<size_t>(block ? block : 0, 4u << 20);
-  Communicator comm(MPI_COMM_WORLD, *dev, o);
+  // Collectives run on the device's communication queue, as in training; a
+  // timed iteration ends when that queue has finished.
+  Device& cq = dev->comm_queue();
+  Communicator comm(MPI_COMM_WORLD, cq, o);
   const int P = comm.size(), me = comm.rank();
 
   // Every buffer is allocated and touched once, before anything is timed.
   const size_t max_count = std::max<size_t>(1, max_bytes / esize);
-  DeviceBuffer in(*dev, max_count * esize), out(*dev, max_count * esize);
-  comm.reserve_scratch(max_count * esize);
+  DeviceBuffer in(cq, max_count * esize), out(cq, max_count * esize);
+  if (std::any_of(algos.begin(), algos.end(), [](Algo a) { return a != Algo::Lp; }))
+    comm.reserve_scratch(max_count * esize);  // LP needs none
+  std::vector<char> host(max_count * esize);  // inputs made and results checked here
   dispatch_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
-    fill_input(in.as<T>(), max_count, me);
+    fill_input(reinterpret_cast<T*>(host.data()), max_count, me);
   });
+  cq.copy_from_host(in.data(), host.data(), host.size());
 
   if (me == 0) {
-    std::printf("# lpsgd bench: P=%d chain %s, links %s, window %d\n", P,
-                comm.chain().describe().c_str(), links_s.c_str(), window);
+    std::printf("# lpsgd bench: P=%d chain %s, links %s, window %d, device %s\n", P,
+                comm.chain().describe().c_str(), links_s.c_str(), window, dev->name().c_str());
     std::printf("# %10s %12s %6s %5s %5s %8s %12s %8s %8s %8s %12s\n", "size", "count", "type",
                 "root", "algo", "block", "time(us)", "algbw", "busbw", "#wrong", "pred(us)");
   }
@@ -187,13 +198,15 @@ int run_bench(int argc, char** argv) {
           Timer t;
           h->start();
           h->wait();
+          cq.synchronize();
           double dt = t.elapsed_s();
           MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, comm.ctrl_comm());
           if (it >= warmup) times[a].push_back(dt);
           if (check && it == warmup + iters - 1) {
+            cq.copy_to_host(host.data(), out.data(), count * esize);
             uint64_t w = dispatch_dtype(dtype, [&](auto tag) {
               using T = decltype(tag);
-              return count_wrong(out.as<T>(), count, kind, r, P, me);
+              return count_wrong(reinterpret_cast<const T*>(host.data()), count, kind, r, P, me);
             });
             MPI_Allreduce(MPI_IN_PLACE, &w, 1, MPI_UINT64_T, MPI_SUM, comm.ctrl_comm());
             wrong[a] = w;

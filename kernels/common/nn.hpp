@@ -230,6 +230,23 @@ struct DropoutApply {
   }
 };
 
+/// The functor for dropping elements with probability p in [0, 1): threshold
+/// p * 2^24 on 24 random bits, survivors scaled by 1 / (1 - p).
+inline DropoutApply make_dropout(float* out, const float* in, float p, uint64_t seed,
+                                 uint64_t stream, uint64_t counter) {
+  const auto threshold = static_cast<uint32_t>(static_cast<double>(p) * 16777216.0);
+  return DropoutApply{out, in, 1.0f / (1.0f - p), threshold, seed, stream, counter};
+}
+
+/// The arithmetic of SoftmaxXent once a row's max m and sum of exp(x - m) are
+/// known; the CUDA kernel, which finds them with a warp, ends with the same.
+LPSGD_HD float xent_row_loss(float sum, float m, float x_label) {
+  return std::log(sum) + m - x_label;
+}
+LPSGD_HD float xent_grad(float x, float m, float inv_sum, bool is_label, float grad_scale) {
+  return (std::exp(x - m) * inv_sum - (is_label ? 1.0f : 0.0f)) * grad_scale;
+}
+
 /// Softmax cross-entropy for one row r of logits [rows, classes]:
 ///   row_loss[r] = logsumexp(x_r) - x_r[label_r]           (max-shifted: stable)
 ///   grad[r, j]  = (softmax(x_r)_j - [j == label_r]) * grad_scale
@@ -261,13 +278,12 @@ struct SoftmaxXent {
     const float m = x[best];
     float sum = 0.0f;
     for (size_t j = 0; j < classes; ++j) sum += std::exp(x[j] - m);
-    row_loss[r] = std::log(sum) + m - x[label];
+    row_loss[r] = xent_row_loss(sum, m, x[label]);
     status[r] = best == static_cast<size_t>(label) ? 1 : 0;
     if (g) {
       const float inv = 1.0f / sum;
       for (size_t j = 0; j < classes; ++j)
-        g[j] = (std::exp(x[j] - m) * inv - (j == static_cast<size_t>(label) ? 1.0f : 0.0f)) *
-               grad_scale;
+        g[j] = xent_grad(x[j], m, inv, j == static_cast<size_t>(label), grad_scale);
     }
   }
 };

@@ -39,8 +39,7 @@ void relu_backward(float* dx, const float* dy, const float* y, size_t n) {
 
 void dropout(float* out, const float* in, size_t n, float p, uint64_t seed, uint64_t stream,
              uint64_t counter) {
-  const auto threshold = static_cast<uint32_t>(static_cast<double>(p) * 16777216.0);
-  launch(n, DropoutApply{out, in, 1.0f / (1.0f - p), threshold, seed, stream, counter});
+  launch(n, make_dropout(out, in, p, seed, stream, counter));
 }
 
 void softmax_xent(float* grad, float* row_loss, int32_t* status, const float* logits,

@@ -19,6 +19,16 @@ int ranks_per_node_from_env() {
   return static_cast<int>(n);
 }
 
+int node_local_rank(MPI_Comm parent) {
+  MPI_Comm node = MPI_COMM_NULL;
+  int prank = 0, local = 0;
+  MPI_CHECK(MPI_Comm_rank(parent, &prank));
+  MPI_CHECK(MPI_Comm_split_type(parent, MPI_COMM_TYPE_SHARED, prank, MPI_INFO_NULL, &node));
+  MPI_CHECK(MPI_Comm_rank(node, &local));
+  MPI_Comm_free(&node);
+  return local;
+}
+
 Chain::Chain(MPI_Comm parent, LinksMode links, int ranks_per_node) {
   if (ranks_per_node <= 0) ranks_per_node = ranks_per_node_from_env();
   ranks_per_node_ = ranks_per_node;

@@ -64,4 +64,8 @@ class Chain {
 /// LPSGD_RANKS_PER_NODE from the environment, or 0.
 int ranks_per_node_from_env();
 
+/// This rank's index among the ranks of `parent` on its machine (collective),
+/// e.g. to pick a GPU before any Communicator exists.
+int node_local_rank(MPI_Comm parent);
+
 }  // namespace lpsgd::comm

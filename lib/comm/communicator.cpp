@@ -4,7 +4,8 @@
 #include <cstring>
 
 #include "comm/collectives/factory.hpp"
-#include "comm/links/mpi_link.hpp"
+#include "comm/links/device_mpi_link.hpp"
+#include "comm/links/link_builder.hpp"
 #include "comm/links/shm_link.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -14,8 +15,6 @@ namespace lpsgd::comm {
 namespace {
 constexpr int kTagNoticeFromLeft = 21;
 constexpr int kTagNoticeFromRight = 22;
-constexpr int kTagDataRightwards = 1;
-constexpr int kTagDataLeftwards = 2;
 }  // namespace
 
 Communicator::Communicator(MPI_Comm parent, Device& dev, CommOptions opts)
@@ -28,37 +27,17 @@ Communicator::Communicator(MPI_Comm parent, Device& dev, CommOptions opts)
   MPI_CHECK(MPI_Comm_dup(chain_->comm(), &p2p_comm_));
   MPI_CHECK(MPI_Comm_dup(chain_->comm(), &link_comm_));
 
-  const bool shm_left = chain_->left_kind() == LinkKind::Shm;
-  const bool shm_right = chain_->right_kind() == LinkKind::Shm;
-  if (dev.kind() == DeviceKind::Cpu)
-    arena_ = std::make_unique<ShmArena>(*chain_, opts_.window, opts_.slot_bytes, shm_left || shm_right);
-  LPSGD_CHECK(!(shm_left || shm_right) || arena_,
-              "peer links for " << device_kind_name(dev.kind()) << " buffers are not built yet; "
-                                << "use --links mpi");
-
-  const int pos = chain_->pos();
-  if (chain_->has_left()) {
-    if (shm_left)
-      links_[0] = std::make_unique<ShmLink>(dev, *arena_, pos, pos - 1, ShmArena::kToLeft,
-                                            opts_.window, opts_.slot_bytes);
-    else
-      links_[0] = std::make_unique<MpiLink>(dev, link_comm_, pos - 1, opts_.window,
-                                            opts_.slot_bytes, kTagDataLeftwards, kTagDataRightwards);
-  }
-  if (chain_->has_right()) {
-    if (shm_right)
-      links_[1] = std::make_unique<ShmLink>(dev, *arena_, pos, pos + 1, ShmArena::kToRight,
-                                            opts_.window, opts_.slot_bytes);
-    else
-      links_[1] = std::make_unique<MpiLink>(dev, link_comm_, pos + 1, opts_.window,
-                                            opts_.slot_bytes, kTagDataRightwards, kTagDataLeftwards);
-  }
+  stage_host_ = opts_.stage_mpi || !mpi_accepts_device_memory(dev);
+  builder_ = std::make_unique<LinkBuilder>(*chain_, dev, link_comm_, opts_.window, opts_.slot_bytes,
+                                           stage_host_);
+  if (chain_->has_left()) links_[0] = builder_->make(0);
+  if (chain_->has_right()) links_[1] = builder_->make(1);
   post_error_recv(0);
   post_error_recv(1);
 
   // Cost model: rank 0 reads the calibration and everyone uses its numbers,
   // so `auto` chooses the same algorithm and block everywhere.
-  if (pos == 0) model_ = CostModel::load_or_default(opts_.calibration_file);
+  if (chain_->pos() == 0) model_ = CostModel::load_or_default(opts_.calibration_file);
   std::array<double, CostModel::kParams> params = model_.params();
   MPI_CHECK(MPI_Bcast(params.data(), CostModel::kParams, MPI_DOUBLE, 0, ctrl_comm_));
   model_.set_params(params);
@@ -75,7 +54,7 @@ Communicator::~Communicator() {
     if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
   links_[0].reset();
   links_[1].reset();
-  arena_.reset();
+  builder_.reset();
   for (MPI_Comm* c : {&ctrl_comm_, &p2p_comm_, &link_comm_})
     if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
 }
@@ -132,9 +111,17 @@ void* Communicator::scratch(int which, size_t bytes) {
   return b.data();
 }
 
+void* Communicator::host_stage(int which, size_t bytes) {
+  PinnedBuffer& b = host_stage_[static_cast<size_t>(which)];
+  if (b.bytes() < bytes) b = PinnedBuffer(dev_, bytes);
+  return b.data();
+}
+
 void Communicator::reserve_scratch(size_t bytes) {
   scratch(0, bytes);
   scratch(1, bytes);
+  if (stage_host_)
+    for (int i = 0; i < static_cast<int>(host_stage_.size()); ++i) host_stage(i, bytes);
 }
 
 std::pair<Algo, size_t> Communicator::resolve(Algo algo, const CollArgs& args,

@@ -6,6 +6,13 @@
 //   auto h = comm.create(Algo::Lp, {CollKind::Allreduce, in, out, n, DType::F32});
 //   h->start(); ... compute ... h->wait();
 //   comm.run(Algo::Auto, args);   // the same, blocking
+//
+// On a GPU, collectives queue their device work (reduce kernels, copies) on
+// the Device the communicator was given; give it dev.comm_queue() to keep it
+// off the compute stream. Inputs must be complete on that queue when start()
+// is called, and a finished collective has *queued* its last work there: work
+// queued there later sees the result, another queue waits for an event
+// recorded on it (Device::record / wait), the host for synchronize().
 #pragma once
 
 #include <mpi.h>
@@ -23,7 +30,7 @@
 
 namespace lpsgd::comm {
 
-class ShmArena;
+class LinkBuilder;
 
 struct CommOptions {
   LinksMode links = LinksMode::Auto;
@@ -32,6 +39,10 @@ struct CommOptions {
   size_t slot_bytes = 1u << 20;    ///< largest LP block; W slots of this per link direction
   double timeout_s = 300;          ///< --comm-timeout: a stall this long is an error
   std::string calibration_file;    ///< α/β/γ file; empty: LPSGD_CALIBRATION or built-in defaults
+  /// Copy MPI traffic through pinned host buffers even where MPI could take
+  /// the device's memory (how a GPU without CUDA-aware MPI works; on the CPU
+  /// this tests that path).
+  bool stage_mpi = false;
 };
 
 class Communicator {
@@ -57,8 +68,8 @@ class Communicator {
   /// The algorithm and block size create() would use.
   std::pair<Algo, size_t> resolve(Algo algo, const CollArgs& args, size_t block_bytes) const;
 
-  /// Grows the scratch buffers the baselines use to `bytes` each, now rather
-  /// than on first use.
+  /// Grows the scratch buffers the baselines use to `bytes` each (and their
+  /// pinned host staging, when used), now rather than on first use.
   void reserve_scratch(size_t bytes);
 
   // ---- for collectives ---------------------------------------------------------
@@ -67,6 +78,11 @@ class Communicator {
   MPI_Comm ctrl_comm() const { return ctrl_comm_; }  ///< signatures and error notices
   MPI_Comm p2p_comm() const { return p2p_comm_; }    ///< baselines' messages
   void* scratch(int which, size_t bytes);            ///< which: 0 or 1
+  /// True when MPI cannot be given this device's memory (a GPU without a
+  /// CUDA-aware MPI): the MPI-based algorithms then copy through host_stage().
+  bool stages_through_host() const { return stage_host_; }
+  /// Pinned host buffer `which` (0..3) of at least `bytes`, grown like scratch().
+  void* host_stage(int which, size_t bytes);
   uint64_t take_ticket() { return tickets_++; }
   /// Throws if a neighbour reported an error (after passing the notice on).
   void check_errors();
@@ -96,10 +112,12 @@ class Communicator {
   CommOptions opts_;
   std::unique_ptr<Chain> chain_;
   MPI_Comm ctrl_comm_ = MPI_COMM_NULL, p2p_comm_ = MPI_COMM_NULL, link_comm_ = MPI_COMM_NULL;
-  std::unique_ptr<ShmArena> arena_;
+  std::unique_ptr<LinkBuilder> builder_;        // owns what the links share
   std::array<std::unique_ptr<Link>, 2> links_;  // [0] left, [1] right
   CostModel model_;
   std::array<DeviceBuffer, 2> scratch_;
+  std::array<PinnedBuffer, 4> host_stage_;
+  bool stage_host_ = false;
   uint64_t tickets_ = 0;   // handed out by Collective::start()
   uint64_t running_ = 0;   // the ticket allowed to move data next
 

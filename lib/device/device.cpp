@@ -1,5 +1,8 @@
 #include "device/device.hpp"
 
+#include <cstdlib>
+#include <cstring>
+
 #include "device/cpu/cpu_device.hpp"
 #include "kernels/cpu/gemm.hpp"
 #include "lpsgd/config.hpp"
@@ -8,6 +11,28 @@
 #endif
 
 namespace lpsgd {
+
+namespace {
+// The CPU's queue is the calling thread: whatever was queued has happened.
+class DoneEvent final : public DeviceEvent {
+ public:
+  bool done() override { return true; }
+  void synchronize() override {}
+};
+}  // namespace
+
+std::unique_ptr<DeviceEvent> Device::create_event() { return std::make_unique<DoneEvent>(); }
+
+void* Device::alloc_host(size_t bytes) {
+  constexpr size_t align = 64;
+  const size_t rounded = (bytes + align - 1) / align * align;
+  void* p = std::aligned_alloc(align, rounded ? rounded : align);
+  LPSGD_CHECK(p, "out of host memory allocating " << bytes << " bytes");
+  std::memset(p, 0, rounded);
+  return p;
+}
+
+void Device::free_host(void* p) noexcept { std::free(p); }
 
 const char* device_kind_name(DeviceKind k) { return k == DeviceKind::Cpu ? "cpu" : "cuda"; }
 

@@ -6,6 +6,12 @@
 // page faults later inside a collective or a training step. Operations on a
 // CUDA device are queued on the device's stream; synchronize() waits for them.
 //
+// A CUDA device has two streams: a compute stream (this Device) and a
+// communication stream (comm_queue(), the same GPU and memory). Events order
+// work between them without blocking the host: record an event on one and
+// wait() for it on the other. On the CPU everything runs on the calling thread
+// in order, so comm_queue() is the device itself and events are always done.
+//
 // Besides memory and the element-wise ops of the collectives, a Device runs the
 // float32 neural-network kernels lib/nn and lib/train need (GEMM, im2col,
 // pooling, ...). They are virtual here so model code is backend-free: the CPU
@@ -24,6 +30,18 @@
 namespace lpsgd {
 
 enum class DeviceKind { Cpu, Cuda };
+
+/// A point in a device's queue of work (CUDA: a cudaEvent_t). Made by
+/// Device::create_event(), placed by Device::record().
+class DeviceEvent {
+ public:
+  virtual ~DeviceEvent() = default;
+  /// True once the work queued before the last record() has finished (true
+  /// when never recorded).
+  virtual bool done() = 0;
+  /// Blocks the calling thread until done().
+  virtual void synchronize() = 0;
+};
 
 const char* device_kind_name(DeviceKind k);
 /// "cpu" or "cuda"; a usage error for anything else or for cuda when not built.
@@ -55,6 +73,31 @@ class Device {
 
   /// Waits until all work queued on this device has finished.
   virtual void synchronize() = 0;
+
+  // ---- streams, events, pinned host memory -------------------------------------
+  // Defaults are the CPU's: one in-order queue on the calling thread.
+
+  /// The same device and memory, with work queued on its communication stream
+  /// (CUDA); the device itself where there is only one queue. Owned by *this.
+  virtual Device& comm_queue() { return *this; }
+  virtual std::unique_ptr<DeviceEvent> create_event();
+  /// Makes e mark all work queued on this device so far.
+  virtual void record(DeviceEvent& e) { (void)e; }
+  /// Work queued on this device from now on starts after e's work (no host wait).
+  virtual void wait(DeviceEvent& e) { (void)e; }
+
+  /// Page-locked host memory (CUDA: cudaHostAlloc), zeroed, for asynchronous
+  /// copies and MPI staging; never returns null (throws).
+  virtual void* alloc_host(size_t bytes);
+  virtual void free_host(void* p) noexcept;
+  /// Queued copies between this device and host memory from alloc_host(); they
+  /// complete in queue order (record an event to know when). CPU: immediate.
+  virtual void copy_to_host_async(void* host_dst, const void* src, size_t bytes) {
+    copy_to_host(host_dst, src, bytes);
+  }
+  virtual void copy_from_host_async(void* dst, const void* host_src, size_t bytes) {
+    copy_from_host(dst, host_src, bytes);
+  }
 
   // ---- neural-network kernels: float32, row-major, see kernels/common/nn.hpp ----
 
@@ -108,16 +151,17 @@ void set_host_threads(int n);
 /// Number of usable GPUs (0 when CUDA is not built or no driver/GPU is present).
 int cuda_device_count();
 
-/// Owning buffer of device memory (move-only).
-class DeviceBuffer {
+/// Owning, move-only memory from a Device; Alloc/Free say which kind.
+template <void* (Device::*Alloc)(size_t), void (Device::*Free)(void*) noexcept>
+class DeviceMemory {
  public:
-  DeviceBuffer() = default;
-  DeviceBuffer(Device& dev, size_t bytes) : dev_(&dev), bytes_(bytes) {
-    ptr_ = bytes ? dev.alloc(bytes) : nullptr;
+  DeviceMemory() = default;
+  DeviceMemory(Device& dev, size_t bytes) : dev_(&dev), bytes_(bytes) {
+    ptr_ = bytes ? (dev.*Alloc)(bytes) : nullptr;
   }
-  ~DeviceBuffer() { reset(); }
-  DeviceBuffer(DeviceBuffer&& o) noexcept { *this = std::move(o); }
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+  ~DeviceMemory() { reset(); }
+  DeviceMemory(DeviceMemory&& o) noexcept { *this = std::move(o); }
+  DeviceMemory& operator=(DeviceMemory&& o) noexcept {
     if (this != &o) {
       reset();
       dev_ = o.dev_;
@@ -128,11 +172,11 @@ class DeviceBuffer {
     }
     return *this;
   }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceMemory(const DeviceMemory&) = delete;
+  DeviceMemory& operator=(const DeviceMemory&) = delete;
 
   void reset() noexcept {
-    if (ptr_) dev_->free(ptr_);
+    if (ptr_) (dev_->*Free)(ptr_);
     ptr_ = nullptr;
     bytes_ = 0;
   }
@@ -147,5 +191,10 @@ class DeviceBuffer {
   void* ptr_ = nullptr;
   size_t bytes_ = 0;
 };
+
+/// Owning buffer of device memory (move-only).
+using DeviceBuffer = DeviceMemory<&Device::alloc, &Device::free>;
+/// Owning buffer of pinned host memory from Device::alloc_host (move-only).
+using PinnedBuffer = DeviceMemory<&Device::alloc_host, &Device::free_host>;
 
 }  // namespace lpsgd

@@ -1,8 +1,9 @@
-// Forward+backward throughput of a model on the CPU device, in samples/s.
-// Not a test and asserts nothing: run it with OPENBLAS_NUM_THREADS=1 for a
-// one-core number.
+// Forward+backward throughput of a model on a device, in samples/s.
+// Not a test and asserts nothing: on the CPU run it with
+// OPENBLAS_NUM_THREADS=1 for a one-core number.
 //
-//   bench_nn_step [spec] [batch] [iterations]   (default mlp:784-512-256-10 128 50)
+//   bench_nn_step [spec] [batch] [iterations] [cpu|cuda]
+//   (default mlp:784-512-256-10 128 50 cpu)
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -20,7 +21,7 @@ int main(int argc, char** argv) {
     const std::string spec = argc > 1 ? argv[1] : "mlp:784-512-256-10";
     const int64_t batch = argc > 2 ? std::stoll(argv[2]) : 128;
     const int iters = argc > 3 ? std::stoi(argv[3]) : 50;
-    auto dev = make_device(DeviceKind::Cpu);
+    auto dev = make_device(parse_device_kind(argc > 4 ? argv[4] : "cpu"), 0);
     const Shape input = spec.rfind("cnn:", 0) == 0 ? Shape{1, 28, 28} : Shape{784};
     auto model = build_model(*dev, spec, input, 1);
 
@@ -39,8 +40,8 @@ int main(int argc, char** argv) {
     for (int i = 0; i < iters; ++i) model->forward_backward(xt, yt.as<int32_t>());
     dev->synchronize();
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("%s batch %lld: %.3f ms/step, %.0f samples/s (forward+backward, %d steps)\n",
-                spec.c_str(), static_cast<long long>(batch), 1e3 * s / iters,
+    std::printf("%s batch %lld on %s: %.3f ms/step, %.0f samples/s (forward+backward, %d steps)\n",
+                spec.c_str(), static_cast<long long>(batch), dev->name().c_str(), 1e3 * s / iters,
                 static_cast<double>(batch) * iters / s, iters);
     return 0;
   } catch (const Error& e) {

@@ -45,4 +45,15 @@ expect_error 2 "unknown algorithm 'fast'" -- "$LPSGD" bench --algo fast
 expect_error 2 "unknown collective 'gather'" -- "$LPSGD" bench --op gather
 expect_error 2 "exceeds --maxbytes" -- "$LPSGD" bench -b 2M -e 1M
 expect_error 2 "root must be in" -- "$LPSGD" bench --root 3
+expect_error 2 "unknown device 'tpu'" -- "$LPSGD" bench --device tpu
+# --device cuda: without a GPU (or without CUDA in the build) one clear line, on every rank.
+version=$("$LPSGD" --version </dev/null)
+if [[ $version == *"GPUs visible: 0"* ]]; then
+  expect_error 2 "no usable GPU" -- "${MPIEXEC:-mpiexec}" -n 2 "${MPI_FLAGS[@]}" "$LPSGD" bench --device cuda
+elif [[ $version != *cuda* ]]; then
+  expect_error 2 "built without CUDA" -- "$LPSGD" bench --device cuda
+else
+  echo "skip: --device cuda errors (a GPU is visible)"
+fi
+expect_error 2 "calibrate measures the CPU" -- "$LPSGD" bench --device cuda --calibrate
 finish

@@ -9,5 +9,10 @@ lpsgd_mpi_test(test_collectives SOURCES ${comm_test_src} DEPS lpsgd_comm
   RANKS 4 5 SUFFIX rpn2 ENV "LPSGD_RANKS_PER_NODE=2" TIMEOUT 600)
 lpsgd_mpi_test(test_collectives SOURCES ${comm_test_src} DEPS lpsgd_comm
   RANKS 6 7 SUFFIX rpn3 ENV "LPSGD_RANKS_PER_NODE=3" TIMEOUT 600)
+# MPI traffic through pinned host staging, as on a GPU without CUDA-aware MPI.
+lpsgd_mpi_test(test_collectives SOURCES ${comm_test_src} DEPS lpsgd_comm
+  RANKS 3 SUFFIX staged ENV "LPSGD_RANKS_PER_NODE=2;LPSGD_TEST_STAGE_MPI=1" TIMEOUT 600)
+lpsgd_mpi_test(test_collectives SOURCES ${comm_test_src} DEPS lpsgd_comm
+  RANKS 2 SUFFIX links-mpi-staged ENV "LPSGD_TEST_LINKS=mpi;LPSGD_TEST_STAGE_MPI=1" TIMEOUT 600)
 lpsgd_mpi_test(test_comm_errors SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_comm_errors.cpp
   DEPS lpsgd_comm RANKS 2 3 5 TIMEOUT 120)

@@ -4,20 +4,32 @@
 // Results must match bitwise, inputs must be unchanged, and every rank must
 // hold the same bits. Chains: LPSGD_TEST_LINKS (auto|mpi) and
 // LPSGD_RANKS_PER_NODE (pretend nodes, so peer and MPI links mix).
+// LPSGD_TEST_STAGE_MPI=1 sends MPI traffic through pinned host staging (the
+// GPU path without CUDA-aware MPI). LPSGD_TEST_DEVICE=cuda puts every buffer
+// on the GPU (ranks of a node share it; the collectives run on its
+// communication queue); every test is skipped, on all ranks, without one.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <sstream>
+#include <string>
 #include <vector>
 
+#include "comm/chain.hpp"
 #include "comm/communicator.hpp"
+#include "comm/links/device_mpi_link.hpp"
 #include "comm/progress_engine.hpp"
 #include "core/error.hpp"
 #include "core/rng.hpp"
 #include "device/device.hpp"
+#include "lpsgd/config.hpp"
+#if LPSGD_HAVE_CUDA
+#include "comm/links/cuda_ipc_link.hpp"
+#endif
 
 using namespace lpsgd;
 using namespace lpsgd::comm;
@@ -27,31 +39,67 @@ namespace {
 constexpr size_t kBlockElems = 5;  // forces many blocks in flight for small counts
 constexpr int kWindow = 4;
 
-Device& cpu() {
-  static auto dev = make_device(DeviceKind::Cpu);
-  return *dev;
+bool env_is(const char* name, const char* value) {
+  const char* v = std::getenv(name);
+  return v && std::string(v) == value;
 }
 
+DeviceKind test_device_kind() {
+  return env_is("LPSGD_TEST_DEVICE", "cuda") ? DeviceKind::Cuda : DeviceKind::Cpu;
+}
+
+// Whether every rank can make the test device (agreed: a rank alone skipping
+// would leave the others waiting in a collective).
+bool device_missing() {
+  static const bool missing = [] {
+    int have = test_device_kind() == DeviceKind::Cpu || cuda_device_count() > 0 ? 1 : 0;
+    MPI_Allreduce(MPI_IN_PLACE, &have, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    return have == 0;
+  }();
+  return missing;
+}
+
+#define SKIP_WITHOUT_DEVICE() \
+  if (device_missing()) GTEST_SKIP() << "no usable GPU for LPSGD_TEST_DEVICE=cuda"
+
+std::unique_ptr<Device> g_dev;
 std::unique_ptr<Communicator> g_comm;
 
 // The communicator must go before MPI_Finalize: a gtest environment tears it down.
 class CommEnvironment : public ::testing::Environment {
  public:
-  void TearDown() override { g_comm.reset(); }
+  void TearDown() override {
+    g_comm.reset();
+    g_dev.reset();
+  }
 };
 const auto* const g_env = ::testing::AddGlobalTestEnvironment(new CommEnvironment);
 
 Communicator& test_comm() {
   if (!g_comm) g_comm = [] {
+    g_dev = make_device(test_device_kind(), node_local_rank(MPI_COMM_WORLD));
     CommOptions o;
     const char* links = std::getenv("LPSGD_TEST_LINKS");
     o.links = parse_links(links && *links ? links : "auto");
     o.window = kWindow;
     o.slot_bytes = 64 << 10;
     o.timeout_s = 20;
-    return std::make_unique<Communicator>(MPI_COMM_WORLD, cpu(), o);
+    o.stage_mpi = env_is("LPSGD_TEST_STAGE_MPI", "1");
+    return std::make_unique<Communicator>(MPI_COMM_WORLD, g_dev->comm_queue(), o);
   }();
   return *g_comm;
+}
+
+// Buffers on the communicator's device, filled and read through the host.
+template <class T>
+void to_device(const DeviceBuffer& d, const std::vector<T>& h) {
+  if (!h.empty()) test_comm().device().copy_from_host(d.data(), h.data(), h.size() * sizeof(T));
+}
+template <class T>
+std::vector<T> to_host(const DeviceBuffer& d, size_t n) {
+  std::vector<T> h(n);
+  if (n) test_comm().device().copy_to_host(h.data(), d.data(), n * sizeof(T));
+  return h;
 }
 
 MPI_Datatype mpi_type(DType t) {
@@ -111,11 +159,11 @@ void run_case(const Case& c) {
     if (writes_out) expect = sum;
   }
 
-  // lpsgd, from buffers on the device (the CPU here).
+  // lpsgd, from buffers on the device.
   const size_t bytes = n * sizeof(T);
-  DeviceBuffer in(cpu(), bytes + 8), out(cpu(), bytes + 8);
-  std::memcpy(in.data(), input.data(), bytes);
-  for (size_t i = 0; i < n + 2; ++i) out.as<T>()[i] = sentinel;  // n+2: overrun guard
+  DeviceBuffer in(cm.device(), bytes + 8), out(cm.device(), (n + 2) * sizeof(T));
+  to_device(in, input);
+  std::vector<T> out_init(n + 2, sentinel);  // n+2: overrun guard
   CollArgs a;
   a.kind = c.kind;
   a.count = n;
@@ -123,29 +171,29 @@ void run_case(const Case& c) {
   a.op = c.op;
   a.root = c.root;
   if (c.in_place) {
-    std::memcpy(out.data(), input.data(), bytes);
-    if (c.kind == CollKind::Bcast && me != c.root)
-      for (size_t i = 0; i < n; ++i) out.as<T>()[i] = sentinel;
+    if (!(c.kind == CollKind::Bcast && me != c.root)) std::copy(input.begin(), input.end(), out_init.begin());
     a.in = out.data();
     a.out = out.data();
   } else {
     a.in = in.data();
     a.out = out.data();
   }
+  to_device(out, out_init);
   auto h = cm.create(c.algo, a, c.block_bytes);
   h->start();
   h->wait(60);
 
-  const T* got = out.as<T>();
+  const std::vector<T> got = to_host<T>(out, n + 2);
   if (writes_out) {
-    ASSERT_EQ(0, std::memcmp(got, expect.data(), bytes)) << c.str() << " rank " << me;
+    ASSERT_EQ(0, std::memcmp(got.data(), expect.data(), bytes)) << c.str() << " rank " << me;
   } else if (!c.in_place) {
     for (size_t i = 0; i < n; ++i) ASSERT_EQ(got[i], sentinel) << c.str() << ": non-root out written";
   }
   ASSERT_EQ(got[n], sentinel) << c.str() << ": wrote past the end";
   ASSERT_EQ(got[n + 1], sentinel) << c.str() << ": wrote past the end";
   if (!c.in_place) {
-    ASSERT_EQ(0, std::memcmp(in.data(), input.data(), bytes)) << c.str() << ": input modified";
+    ASSERT_EQ(0, std::memcmp(to_host<T>(in, n).data(), input.data(), bytes))
+        << c.str() << ": input modified";
   }
 }
 
@@ -168,6 +216,7 @@ const DType kTypes[] = {DType::F32, DType::F64, DType::I32};
 }  // namespace
 
 TEST(Collectives, SmallCountsEveryRootDtypeOpAndPlacement) {
+  SKIP_WITHOUT_DEVICE();
   const int P = test_comm().size();
   for (DType t : kTypes) {
     const size_t b = kBlockElems * dtype_size(t);
@@ -189,6 +238,7 @@ TEST(Collectives, SmallCountsEveryRootDtypeOpAndPlacement) {
 }
 
 TEST(Collectives, LargeOddCountSampled) {
+  SKIP_WITHOUT_DEVICE();
   const int P = test_comm().size();
   const size_t n = 1000003;
   for (CollKind k : kKinds)
@@ -208,17 +258,20 @@ TEST(Collectives, LargeOddCountSampled) {
 // Non-exact sums (random floats): the fixed sum order must give every rank the
 // same bits, and the same bits on a second run.
 TEST(Collectives, BitwiseIdenticalOnEveryRankAndRun) {
+  SKIP_WITHOUT_DEVICE();
   Communicator& cm = test_comm();
   const size_t n = 12345;
   std::vector<float> input(n);
   Rng r(2024, static_cast<uint64_t>(cm.rank()));
   for (auto& x : input) x = r.normal();
+  DeviceBuffer in(cm.device(), n * 4), d1(cm.device(), n * 4), d2(cm.device(), n * 4);
+  to_device(in, input);
   for (Algo algo : {Algo::Lp, Algo::Mst, Algo::Be, Algo::Ring}) {
-    std::vector<float> out1(n), out2(n);
-    for (auto* out : {&out1, &out2}) {
-      CollArgs a{CollKind::Allreduce, input.data(), out->data(), n, DType::F32, ReduceOp::Sum, 0};
+    for (DeviceBuffer* out : {&d1, &d2}) {
+      CollArgs a{CollKind::Allreduce, in.data(), out->data(), n, DType::F32, ReduceOp::Sum, 0};
       cm.run(algo, a, algo == Algo::Lp ? 4 * 97 : 0);
     }
+    const std::vector<float> out1 = to_host<float>(d1, n), out2 = to_host<float>(d2, n);
     ASSERT_EQ(0, std::memcmp(out1.data(), out2.data(), n * 4)) << algo_name(algo) << ": run to run";
     std::vector<float> rank0 = out1;
     MPI_Bcast(rank0.data(), static_cast<int>(n), MPI_FLOAT, 0, cm.chain().comm());
@@ -230,12 +283,17 @@ TEST(Collectives, BitwiseIdenticalOnEveryRankAndRun) {
 // Several collectives queued on the progress engine thread complete in order
 // while the main thread is free.
 TEST(Collectives, ProgressEngineDrivesQueuedCollectives) {
+  SKIP_WITHOUT_DEVICE();
   Communicator& cm = test_comm();
   const int P = cm.size();
   const size_t n = 1000;
-  std::vector<std::vector<int32_t>> bufs(5, std::vector<int32_t>(n));
-  for (size_t b = 0; b < bufs.size(); ++b)
-    for (size_t i = 0; i < n; ++i) bufs[b][i] = static_cast<int32_t>(b + i % 3) + cm.rank();
+  std::vector<DeviceBuffer> bufs;
+  for (size_t b = 0; b < 5; ++b) {
+    std::vector<int32_t> h(n);
+    for (size_t i = 0; i < n; ++i) h[i] = static_cast<int32_t>(b + i % 3) + cm.rank();
+    bufs.emplace_back(cm.device(), n * 4);
+    to_device(bufs.back(), h);
+  }
   ProgressEngine engine(cm);
   std::vector<std::unique_ptr<Collective>> hs;
   for (size_t b = 0; b < bufs.size(); ++b) {
@@ -244,12 +302,15 @@ TEST(Collectives, ProgressEngineDrivesQueuedCollectives) {
     engine.submit(hs.back().get());
   }
   for (auto& h : hs) h->wait();
-  for (size_t b = 0; b < bufs.size(); ++b)
+  for (size_t b = 0; b < bufs.size(); ++b) {
+    const std::vector<int32_t> got = to_host<int32_t>(bufs[b], n);
     for (size_t i = 0; i < n; ++i)
-      ASSERT_EQ(bufs[b][i], P * static_cast<int32_t>(b + i % 3) + P * (P - 1) / 2) << "bucket " << b;
+      ASSERT_EQ(got[i], P * static_cast<int32_t>(b + i % 3) + P * (P - 1) / 2) << "bucket " << b;
+  }
 }
 
 TEST(Chain, OrderAndLinkKinds) {
+  SKIP_WITHOUT_DEVICE();
   const Chain& ch = test_comm().chain();
   EXPECT_EQ(ch.size(), test_comm().size());
   EXPECT_EQ(ch.has_left(), ch.pos() > 0);
@@ -268,5 +329,31 @@ TEST(Chain, OrderAndLinkKinds) {
   }
   if (!links && per == 0 && ch.has_left()) {
     EXPECT_EQ(ch.left_kind(), LinkKind::Shm);
+  }
+  // The links built match the chain and the device: staging and GPU memory
+  // take the device-aware MPI link, GPU peers the CUDA IPC link.
+  const Communicator& cm = test_comm();
+  const bool gpu = cm.device().kind() == DeviceKind::Cuda;
+  for (int side = 0; side < 2; ++side) {
+    Link* L = side == 0 ? cm.left_link() : cm.right_link();
+    const LinkKind k = side == 0 ? ch.left_kind() : ch.right_kind();
+    if (k == LinkKind::None) {
+      EXPECT_EQ(L, nullptr);
+      continue;
+    }
+    ASSERT_NE(L, nullptr);
+    EXPECT_EQ(L->kind(), k);
+    if (k == LinkKind::Mpi) {
+      auto* d = dynamic_cast<DeviceMpiLink*>(L);
+      EXPECT_EQ(d != nullptr, gpu || cm.stages_through_host()) << "side " << side;
+      if (d) {
+        EXPECT_EQ(d->staged(), cm.stages_through_host());
+      }
+    }
+#if LPSGD_HAVE_CUDA
+    if (k == LinkKind::Shm) {
+      EXPECT_EQ(dynamic_cast<CudaIpcLink*>(L) != nullptr, gpu);
+    }
+#endif
   }
 }

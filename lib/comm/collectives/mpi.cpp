@@ -1,5 +1,7 @@
 // The MPI library's own MPI_Bcast / MPI_Reduce / MPI_Allreduce, behind the
 // same handle, for comparison. The call blocks inside start-up of the handle.
+// GPU buffers go to MPI directly when it is CUDA-aware, else through pinned
+// host copies of the input and output.
 #include <climits>
 #include <memory>
 
@@ -34,9 +36,15 @@ class MpiCollective final : public Collective {
     const void* in = args_.in ? args_.in : args_.out;
     const bool in_place = in == args_.out;
     Device& dev = comm_.device();
+    if (comm_.stages_through_host()) {
+      run_staged(comm, n, t, root, in);
+      return;
+    }
+    if (dev.kind() != DeviceKind::Cpu) dev.synchronize();  // MPI reads what the queue wrote
     switch (args_.kind) {
       case CollKind::Bcast:
         if (root && !in_place) dev.copy(args_.out, in, args_.count * dtype_size(args_.dtype));
+        dev.synchronize();  // the copy is queued on a GPU
         MPI_CHECK(MPI_Bcast(args_.out, n, t, args_.root, comm));
         break;
       case CollKind::Reduce:
@@ -50,6 +58,35 @@ class MpiCollective final : public Collective {
         break;
     }
   }
+  // The same calls on pinned host copies: in -> host, MPI, host -> out.
+  void run_staged(MPI_Comm comm, int n, MPI_Datatype t, bool root, const void* in) {
+    Device& dev = comm_.device();
+    const size_t bytes = args_.count * dtype_size(args_.dtype);
+    char* hin = static_cast<char*>(comm_.host_stage(0, bytes));
+    char* hout = static_cast<char*>(comm_.host_stage(1, bytes));
+    switch (args_.kind) {
+      case CollKind::Bcast:
+        if (root) dev.copy_to_host(hout, in, bytes);
+        MPI_CHECK(MPI_Bcast(hout, n, t, args_.root, comm));
+        dev.copy_from_host(args_.out, hout, bytes);
+        break;
+      case CollKind::Reduce:
+        dev.copy_to_host(hin, in, bytes);
+        MPI_CHECK(MPI_Reduce(hin, hout, n, t, MPI_SUM, args_.root, comm));
+        if (root) {
+          dev.copy_from_host(args_.out, hout, bytes);
+          if (args_.op == ReduceOp::Avg) dev.scale(args_.dtype, args_.out, 1.0 / comm_.size(), args_.count);
+        }
+        break;
+      case CollKind::Allreduce:
+        dev.copy_to_host(hin, in, bytes);
+        MPI_CHECK(MPI_Allreduce(hin, hout, n, t, MPI_SUM, comm));
+        dev.copy_from_host(args_.out, hout, bytes);
+        if (args_.op == ReduceOp::Avg) dev.scale(args_.dtype, args_.out, 1.0 / comm_.size(), args_.count);
+        break;
+    }
+  }
+
   bool on_progress(bool& moved) override {
     moved = true;
     return true;

@@ -41,22 +41,38 @@ ScheduleCollective::ScheduleCollective(Communicator& c, const CollArgs& a, Algo 
   }
   if (uses[static_cast<int>(Buf::ScratchA)]) base_[2] = static_cast<char*>(c.scratch(0, bytes));
   if (uses[static_cast<int>(Buf::ScratchB)]) base_[3] = static_cast<char*>(c.scratch(1, bytes));
+  if (c.stages_through_host())
+    for (int b = 0; b < 4; ++b)
+      if (uses[b]) host_[b] = static_cast<char*>(c.host_stage(b, bytes));
 }
 
 char* ScheduleCollective::ptr(const Region& r) const {
   return base_[static_cast<int>(r.buf)] + r.off * esize_;
 }
 
+char* ScheduleCollective::host(const Region& r) const {
+  return host_[static_cast<int>(r.buf)] + r.off * esize_;
+}
+
 void ScheduleCollective::post(const Step& s) {
   MPI_Comm comm = comm_.p2p_comm();
+  Device& dev = comm_.device();
+  const bool stage = comm_.stages_through_host();
+  // MPI touches the memory outside the device's queue: what the queue wrote
+  // (earlier local ops) must be there, and nothing queued may still read a
+  // region about to be received into. Staged, copy_to_host waits the same way.
+  if (!stage && dev.kind() != DeviceKind::Cpu && !(s.sends.empty() && s.recvs.empty()))
+    dev.synchronize();
   reqs_.assign(s.sends.size() + s.recvs.size(), MPI_REQUEST_NULL);
   size_t i = 0;
   for (const Xfer& x : s.recvs)
-    MPI_CHECK(MPI_Irecv(ptr(x.r), static_cast<int>(x.r.len * esize_), MPI_BYTE, x.peer, kTag,
-                        comm, &reqs_[i++]));
-  for (const Xfer& x : s.sends)
-    MPI_CHECK(MPI_Isend(ptr(x.r), static_cast<int>(x.r.len * esize_), MPI_BYTE, x.peer, kTag,
-                        comm, &reqs_[i++]));
+    MPI_CHECK(MPI_Irecv(stage ? host(x.r) : ptr(x.r), static_cast<int>(x.r.len * esize_), MPI_BYTE,
+                        x.peer, kTag, comm, &reqs_[i++]));
+  for (const Xfer& x : s.sends) {
+    if (stage) dev.copy_to_host(host(x.r), ptr(x.r), x.r.len * esize_);
+    MPI_CHECK(MPI_Isend(stage ? host(x.r) : ptr(x.r), static_cast<int>(x.r.len * esize_), MPI_BYTE,
+                        x.peer, kTag, comm, &reqs_[i++]));
+  }
 }
 
 void ScheduleCollective::run_local(const Step& s) {
@@ -88,6 +104,8 @@ bool ScheduleCollective::on_progress(bool& moved) {
     if (!reqs_.empty())
       MPI_CHECK(MPI_Testall(static_cast<int>(reqs_.size()), reqs_.data(), &all, MPI_STATUSES_IGNORE));
     if (!all) return false;
+    if (comm_.stages_through_host())
+      for (const Xfer& x : s.recvs) comm_.device().copy_from_host(ptr(x.r), host(x.r), x.r.len * esize_);
     run_local(s);
     ++cur_;
     posted_ = false;

@@ -3,7 +3,8 @@
 // Each Step posts its sends and receives together (MPI point-to-point on the
 // communicator's p2p communicator, the same transport LP's MPI links use), and
 // when all of them have completed runs its local operations (reduce, copy,
-// scale). Buffers are named, not pointed to, so a schedule is built once from
+// scale). On a GPU whose MPI is not CUDA-aware every transfer goes through a
+// pinned host copy of its region (Communicator::host_stage). Buffers are named, not pointed to, so a schedule is built once from
 // (P, rank, root, count) and reads like the textbook algorithm.
 #pragma once
 
@@ -76,7 +77,10 @@ class ScheduleCollective final : public Collective {
   size_t cur_ = 0;
   bool posted_ = false;
   std::vector<MPI_Request> reqs_;
+  char* host(const Region& r) const;
   char* base_[4] = {nullptr, nullptr, nullptr, nullptr};
+  char* host_[4] = {nullptr, nullptr, nullptr, nullptr};  // pinned staging, when MPI
+                                                          // cannot take device memory
   size_t esize_;
 };
 

@@ -46,17 +46,21 @@ ShmArena::~ShmArena() {
   if (win_ != MPI_WIN_NULL) MPI_Win_free(&win_);
 }
 
-char* ShmArena::segment(int chain_pos) const {
-  LPSGD_CHECK(win_ != MPI_WIN_NULL, "shared-memory window not allocated");
-  // Translate the chain position to a rank of the node communicator.
+int node_rank_of(const Chain& chain, int chain_pos) {
   MPI_Group chain_group, node_group;
-  MPI_CHECK(MPI_Comm_group(chain_.comm(), &chain_group));
-  MPI_CHECK(MPI_Comm_group(chain_.node_comm(), &node_group));
+  MPI_CHECK(MPI_Comm_group(chain.comm(), &chain_group));
+  MPI_CHECK(MPI_Comm_group(chain.node_comm(), &node_group));
   int node_rank = MPI_UNDEFINED;
   MPI_CHECK(MPI_Group_translate_ranks(chain_group, 1, &chain_pos, node_group, &node_rank));
   MPI_Group_free(&chain_group);
   MPI_Group_free(&node_group);
   LPSGD_CHECK(node_rank != MPI_UNDEFINED, "chain position " << chain_pos << " is not on my node");
+  return node_rank;
+}
+
+char* ShmArena::segment(int chain_pos) const {
+  LPSGD_CHECK(win_ != MPI_WIN_NULL, "shared-memory window not allocated");
+  const int node_rank = node_rank_of(chain_, chain_pos);
   MPI_Aint size = 0;
   int disp = 0;
   void* base = nullptr;

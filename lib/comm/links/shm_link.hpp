@@ -26,6 +26,10 @@ struct ShmControl {
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "shm links need lock-free atomics");
 
+/// Rank in chain.node_comm() of chain position `chain_pos`, which must be on
+/// this rank's real node.
+int node_rank_of(const Chain& chain, int chain_pos);
+
 /// The node's shared window: one segment per rank with its control block and
 /// W slots towards each neighbour. Created collectively over the node's ranks.
 class ShmArena {

@@ -1,6 +1,5 @@
 #include "device/cpu/cpu_device.hpp"
 
-#include <cstdlib>
 #include <cstring>
 
 #include "kernels/cpu/elementwise.hpp"
@@ -9,16 +8,11 @@
 
 namespace lpsgd {
 
-void* CpuDevice::alloc(size_t bytes) {
-  constexpr size_t align = 64;
-  const size_t rounded = (bytes + align - 1) / align * align;
-  void* p = std::aligned_alloc(align, rounded ? rounded : align);
-  LPSGD_CHECK(p, "out of host memory allocating " << bytes << " bytes");
-  std::memset(p, 0, rounded);  // first touch now, not inside a collective
-  return p;
-}
+// Device memory is host memory here: 64-byte aligned and touched (zeroed) now,
+// not inside a collective.
+void* CpuDevice::alloc(size_t bytes) { return alloc_host(bytes); }
 
-void CpuDevice::free(void* p) noexcept { std::free(p); }
+void CpuDevice::free(void* p) noexcept { free_host(p); }
 
 void CpuDevice::copy(void* dst, const void* src, size_t bytes) {
   if (bytes && dst != src) std::memcpy(dst, src, bytes);

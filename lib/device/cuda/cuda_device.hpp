@@ -1,6 +1,16 @@
-// The CUDA device: device memory, a compute stream, element-wise work through
-// kernels/cuda. Built only when nvcc is found.
+// The CUDA device: device memory from a caching pool, pinned host memory, a
+// compute stream and a communication stream (comm_queue()), events, kernels
+// from kernels/cuda and GEMM through cuBLAS. Built only when nvcc is found.
+//
+// Memory: every block is its own cudaMalloc, rounded up to a size class and
+// kept in a free list of that class when freed, so steady-state training and
+// collectives never call cudaMalloc/cudaFree (which synchronise the whole GPU).
+// A block handed out again first waits for both streams, so work queued before
+// its free() cannot touch its next owner's data. The cache is returned to CUDA
+// when an allocation would otherwise fail, and everything at destruction.
 #pragma once
+
+#include <cuda_runtime_api.h>
 
 #include <memory>
 
@@ -11,7 +21,16 @@ namespace lpsgd {
 /// Usable GPUs; any error from cudaGetDeviceCount (no driver, no GPU) counts as 0.
 int cuda_usable_device_count();
 
-/// A CUDA device for this rank (GPU local_rank % count); throws when none is usable.
+/// A CUDA device for this rank (GPU local_rank % count); a usage error when
+/// no GPU is usable.
 std::unique_ptr<Device> make_cuda_device(int local_rank);
+
+// For code that queues its own CUDA work alongside a Device's (the CUDA peer
+// links): the stream and GPU behind a CUDA Device. They throw for other kinds.
+cudaStream_t cuda_stream_of(Device& dev);
+int cuda_ordinal_of(Device& dev);
+/// Makes dev's GPU current on the calling thread (any thread may use a
+/// Device, e.g. the progress engine's); cheap when it already is.
+void cuda_make_current(Device& dev);
 
 }  // namespace lpsgd

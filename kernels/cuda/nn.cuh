@@ -1,0 +1,38 @@
+// CUDA launchers for the functors of kernels/common/nn.hpp (float32,
+// row-major), mirroring kernels/cpu/nn.hpp: same arguments plus the stream to
+// queue on. Pointers are device memory. Each launch is checked.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/common/nn.hpp"
+
+namespace lpsgd::kernels::cuda {
+
+void im2col(float* col, const float* x, const Window2d& g, cudaStream_t s);
+void col2im(float* x, const float* col, const Window2d& g, cudaStream_t s);
+void maxpool_forward(float* y, int32_t* argmax, const float* x, const Window2d& g, size_t planes,
+                     cudaStream_t s);
+void maxpool_backward(float* dx, const float* dy, const int32_t* argmax, const Window2d& g,
+                      size_t planes, cudaStream_t s);
+void bias_add(float* y, const float* bias, size_t outer, size_t channels, size_t inner,
+              cudaStream_t s);
+/// Deterministic: a fixed split of each channel's sum over threads and a fixed
+/// reduction tree, no atomics, so the same input gives the same bits every run.
+void bias_grad(float* db, const float* dy, size_t outer, size_t channels, size_t inner,
+               cudaStream_t s);
+void relu_forward(float* y, const float* x, size_t n, cudaStream_t s);
+void relu_backward(float* dx, const float* dy, const float* y, size_t n, cudaStream_t s);
+/// The same mask as the CPU for the same (seed, stream, counter).
+void dropout(float* out, const float* in, size_t n, float p, uint64_t seed, uint64_t stream,
+             uint64_t counter, cudaStream_t s);
+/// One warp per row; max and sum by a fixed butterfly, so deterministic.
+void softmax_xent(float* grad, float* row_loss, int32_t* status, const float* logits,
+                  const int32_t* labels, size_t rows, size_t classes, float grad_scale,
+                  cudaStream_t s);
+void sgd_update(float* w, float* v, const float* g, size_t n, const SgdHyper& h, cudaStream_t s);
+
+}  // namespace lpsgd::kernels::cuda

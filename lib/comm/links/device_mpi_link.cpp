@@ -1,0 +1,170 @@
+#include "comm/links/device_mpi_link.hpp"
+
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>  // Open MPI: MPIX_Query_cuda_support
+#endif
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+
+namespace lpsgd::comm {
+
+bool mpi_accepts_device_memory(const Device& dev) {
+  if (dev.kind() == DeviceKind::Cpu) return true;
+  if (const char* v = std::getenv("LPSGD_MPI_CUDA_AWARE"); v && *v) {
+    const std::string s = v;
+    if (s == "1" || s == "yes" || s == "true") return true;
+    if (s == "0" || s == "no" || s == "false") return false;
+    LPSGD_USAGE_ERROR("LPSGD_MPI_CUDA_AWARE must be 0 or 1, got '" << s << "'");
+  }
+#if defined(MPIX_CUDA_AWARE_SUPPORT)
+  // Open MPI: the macro says what the headers were built with; only the
+  // library loaded at run time knows whether CUDA support is really there.
+  return MPIX_Query_cuda_support() == 1;
+#else
+  return false;  // unknown library: staging is always correct (override above)
+#endif
+}
+
+DeviceMpiLink::DeviceMpiLink(Device& dev, MPI_Comm comm, int peer, int window, size_t slot_bytes,
+                             int tag_out, int tag_in, bool staged)
+    : Link(peer, window, slot_bytes), dev_(dev), comm_(comm), tag_out_(tag_out), tag_in_(tag_in),
+      staged_(staged),
+      send_slots_(dev, static_cast<size_t>(window) * slot_bytes),
+      recv_slots_(dev, static_cast<size_t>(window) * slot_bytes),
+      tx_(static_cast<size_t>(window)), rx_(static_cast<size_t>(window)) {
+  LPSGD_CHECK(slot_bytes <= static_cast<size_t>(INT_MAX), "MPI link slot too large");
+  if (staged_) {
+    host_send_ = PinnedBuffer(dev, static_cast<size_t>(window) * slot_bytes);
+    host_recv_ = PinnedBuffer(dev, static_cast<size_t>(window) * slot_bytes);
+  }
+  for (auto& s : tx_) s.ready = dev.create_event();
+  for (auto& r : rx_) r.copied = dev.create_event();
+}
+
+DeviceMpiLink::~DeviceMpiLink() {
+  for (auto& r : rx_)
+    if (r.req != MPI_REQUEST_NULL) {
+      MPI_Cancel(&r.req);
+      MPI_Request_free(&r.req);
+    }
+  for (auto& s : tx_)
+    if (s.req != MPI_REQUEST_NULL) MPI_Request_free(&s.req);
+  try {
+    dev_.synchronize();  // queued copies still use the slots freed next
+  } catch (const Error& e) {
+    LPSGD_WARN("MPI link to rank " << peer_ << ": " << e.message());
+  }
+}
+
+void DeviceMpiLink::pump() {
+  while (!queued_.empty()) {
+    SendSlot& s = tx_[queued_.front()];
+    if (!s.ready->done()) return;  // later ones were queued after it: not ready either
+    MPI_CHECK(MPI_Isend(s.src, static_cast<int>(s.bytes), MPI_BYTE, peer_, tag_out_, comm_, &s.req));
+    s.state = Tx::InFlight;
+    queued_.pop_front();
+  }
+}
+
+bool DeviceMpiLink::test_send(SendSlot& s) {
+  if (s.state == Tx::InFlight) {
+    int done = 0;
+    MPI_CHECK(MPI_Test(&s.req, &done, MPI_STATUS_IGNORE));
+    if (done) s.state = Tx::Free;
+  }
+  return s.state == Tx::Free;
+}
+
+bool DeviceMpiLink::can_send(uint64_t seq) {
+  pump();
+  return test_send(tx_[slot(seq)]);
+}
+
+void* DeviceMpiLink::send_slot(uint64_t seq) {
+  return send_slots_.as<char>() + slot(seq) * slot_bytes_;
+}
+
+void DeviceMpiLink::post_send(uint64_t seq, const void* src, size_t bytes) {
+  const size_t k = slot(seq);
+  SendSlot& s = tx_[k];
+  LPSGD_CHECK(s.state == Tx::Free, "MPI link to rank " << peer_ << ": send slot busy for block " << seq);
+  LPSGD_CHECK(bytes <= static_cast<size_t>(INT_MAX), "MPI link: block too large");
+  s.seq = seq;
+  s.bytes = bytes;
+  if (staged_) {
+    LPSGD_CHECK(bytes <= slot_bytes_, "MPI link: block of " << bytes << " bytes exceeds slot");
+    dev_.copy_to_host_async(host_send(k), src, bytes);
+    s.src = host_send(k);
+  } else {
+    s.src = src;
+  }
+  dev_.record(*s.ready);
+  s.state = Tx::Queued;
+  queued_.push_back(k);
+  pump();
+}
+
+bool DeviceMpiLink::send_done(uint64_t seq) {
+  pump();
+  SendSlot& s = tx_[slot(seq)];
+  if (s.seq != seq) return true;  // slot reused by a later block: long done
+  return test_send(s);
+}
+
+void DeviceMpiLink::post_recv(uint64_t seq, size_t bytes, void* dst) {
+  const size_t k = slot(seq);
+  RecvSlot& r = rx_[k];
+  LPSGD_CHECK(r.state == Rx::Idle,
+              "MPI link to rank " << peer_ << ": receive slot busy for block " << seq
+                                  << " (still holds block " << r.seq << ", released up to "
+                                  << released_ << ")");
+  LPSGD_CHECK(dst || bytes <= slot_bytes_, "MPI link: block of " << bytes << " bytes exceeds slot");
+  LPSGD_CHECK(bytes <= static_cast<size_t>(INT_MAX), "MPI link: block too large");
+  r.seq = seq;
+  r.bytes = bytes;
+  r.target = dst ? dst : recv_slots_.as<char>() + k * slot_bytes_;
+  void* land = r.target;
+  if (staged_) {
+    LPSGD_CHECK(bytes <= slot_bytes_, "MPI link: block of " << bytes << " bytes exceeds slot");
+    // The host slot's previous block must have been copied out (long since, W blocks ago).
+    r.copied->synchronize();
+    land = host_recv(k);
+  } else {
+    // MPI writes device memory behind the queue's back: work queued so far
+    // (readers of the slot's previous block, or of dst) has to finish first.
+    dev_.synchronize();
+  }
+  MPI_CHECK(MPI_Irecv(land, static_cast<int>(bytes), MPI_BYTE, peer_, tag_in_, comm_, &r.req));
+  r.state = Rx::Posted;
+}
+
+const void* DeviceMpiLink::test_recv(uint64_t seq) {
+  pump();  // a neighbour waiting for our sends must not wait for this receive
+  RecvSlot& r = rx_[slot(seq)];
+  if (r.seq != seq || r.state == Rx::Idle) return nullptr;  // not posted yet
+  if (r.state == Rx::Posted) {
+    int done = 0;
+    MPI_CHECK(MPI_Test(&r.req, &done, MPI_STATUS_IGNORE));
+    if (!done) return nullptr;
+    if (staged_) {
+      // Queued: whoever uses the block queues after this copy on the same device.
+      dev_.copy_from_host_async(r.target, host_recv(slot(seq)), r.bytes);
+      dev_.record(*r.copied);
+    }
+    r.state = Rx::Delivered;
+  }
+  return r.target;
+}
+
+void DeviceMpiLink::release_recv(uint64_t seq) {
+  Link::release_recv(seq);
+  rx_[slot(seq)].state = Rx::Idle;
+}
+
+}  // namespace lpsgd::comm

@@ -1,0 +1,212 @@
+// Every neural-network kernel of the CUDA device against the CPU device on
+// random data with odd sizes. The gathers (im2col, col2im, pooling, bias add,
+// ReLU, dropout) and the SGD step run the same functors in the same order and
+// must match bitwise; GEMM, softmax cross-entropy and the blocked bias
+// gradient sum in another order and must match to float rounding (and be the
+// same bits run after run). Skips where no GPU is usable.
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "gpu_test.hpp"
+
+using namespace lpsgd;
+using lpsgd::test::GpuTest;
+using lpsgd::test::randn;
+
+namespace {
+
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, float rel,
+                  const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], rel * (1.0f + std::fabs(want[i]))) << what << " i=" << i;
+}
+
+}  // namespace
+
+class CudaKernelsTest : public GpuTest {};
+
+// Row-major C = alpha op(A) op(B) + beta C for all four transposes, odd shapes,
+// row strides wider than the rows, and beta 0 over garbage (NaN) in C.
+TEST_F(CudaKernelsTest, GemmAllTransposesAgainstCpu) {
+  struct Shape3 { int m, n, k; };
+  for (Shape3 s : {Shape3{1, 1, 1}, Shape3{7, 5, 3}, Shape3{33, 17, 65}, Shape3{64, 130, 31},
+                   Shape3{5, 9, 0}})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true})
+        for (float beta : {0.0f, 0.5f}) {
+          const int pad = 3;
+          // Stored shapes: A is m x k (k x m if ta), B k x n (n x k if tb).
+          const int a_rows = ta ? s.k : s.m, a_cols = ta ? s.m : s.k;
+          const int b_rows = tb ? s.n : s.k, b_cols = tb ? s.k : s.n;
+          const int lda = a_cols + pad, ldb = b_cols + pad, ldc = s.n + pad;
+          std::vector<float> a = randn(static_cast<size_t>(std::max(a_rows, 1)) * lda, 11);
+          std::vector<float> b = randn(static_cast<size_t>(std::max(b_rows, 1)) * ldb, 12);
+          std::vector<float> c = randn(static_cast<size_t>(s.m) * ldc, 13);
+          if (beta == 0.0f)
+            for (size_t i = 0; i < c.size(); i += 7) c[i] = std::numeric_limits<float>::quiet_NaN();
+          DeviceBuffer da = upload(a), db = upload(b), dc = upload(c);
+          gpu->gemm(ta, tb, s.m, s.n, s.k, 1.25f, da.as<float>(), lda, db.as<float>(), ldb, beta,
+                    dc.as<float>(), ldc);
+          cpu->gemm(ta, tb, s.m, s.n, s.k, 1.25f, a.data(), lda, b.data(), ldb, beta, c.data(), ldc);
+          const auto got = download<float>(dc.data(), c.size());
+          const std::string what = "gemm m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) +
+                                   " k=" + std::to_string(s.k) + " ta=" + std::to_string(ta) +
+                                   " tb=" + std::to_string(tb) + " beta=" + std::to_string(beta);
+          for (int i = 0; i < s.m; ++i)
+            for (int j = 0; j < ldc; ++j) {
+              const size_t at = static_cast<size_t>(i) * ldc + j;
+              if (j >= s.n) {  // padding between rows is not C's: untouched
+                if (std::isnan(c[at])) {
+                  ASSERT_TRUE(std::isnan(got[at])) << what << " pad " << at;
+                } else {
+                  ASSERT_EQ(got[at], c[at]) << what << " pad " << at;
+                }
+                continue;
+              }
+              ASSERT_FALSE(std::isnan(got[at])) << what << " at " << at;
+              ASSERT_NEAR(got[at], c[at], 1e-4f * (1.0f + std::fabs(c[at])) * (1 + s.k / 16))
+                  << what << " at " << at;
+            }
+          if (HasFatalFailure()) return;
+        }
+}
+
+TEST_F(CudaKernelsTest, Im2colCol2imAndPoolingMatchCpuBitwise) {
+  using kernels::make_window2d;
+  for (auto g : {make_window2d(3, 7, 9, 3, 2, 2, 1, 1, 0), make_window2d(1, 28, 28, 5, 5, 1, 1, 2, 2),
+                 make_window2d(5, 11, 6, 2, 2, 2, 2, 0, 0), make_window2d(2, 5, 5, 3, 3, 3, 3, 1, 1)}) {
+    const size_t image = static_cast<size_t>(g.channels) * g.in_plane();
+    const size_t cols = g.col_rows() * g.col_cols();
+    const std::vector<float> x = randn(image, 21), col_in = randn(cols, 22);
+    DeviceBuffer dx = upload(x), dcolin = upload(col_in), dcol(*gpu, cols * 4), dimg(*gpu, image * 4);
+    gpu->im2col(dcol.as<float>(), dx.as<float>(), g);
+    gpu->col2im(dimg.as<float>(), dcolin.as<float>(), g);
+    std::vector<float> col(cols), img(image);
+    cpu->im2col(col.data(), x.data(), g);
+    cpu->col2im(img.data(), col_in.data(), g);
+    EXPECT_EQ(download<float>(dcol.data(), cols), col) << "im2col";
+    EXPECT_EQ(download<float>(dimg.data(), image), img) << "col2im";
+
+    // Pooling treats the channels as planes of its own.
+    const size_t planes = static_cast<size_t>(g.channels) * 3;
+    const size_t in = planes * g.in_plane(), out = planes * g.col_cols();
+    const std::vector<float> px = randn(in, 23), dy = randn(out, 24);
+    DeviceBuffer dpx = upload(px), ddy = upload(dy), dpy(*gpu, out * 4), darg(*gpu, out * 4),
+        ddx(*gpu, in * 4);
+    gpu->maxpool_forward(dpy.as<float>(), darg.as<int32_t>(), dpx.as<float>(), g, planes);
+    gpu->maxpool_backward(ddx.as<float>(), ddy.as<float>(), darg.as<int32_t>(), g, planes);
+    std::vector<float> py(out), pdx(in);
+    std::vector<int32_t> arg(out);
+    cpu->maxpool_forward(py.data(), arg.data(), px.data(), g, planes);
+    cpu->maxpool_backward(pdx.data(), dy.data(), arg.data(), g, planes);
+    EXPECT_EQ(download<float>(dpy.data(), out), py) << "maxpool forward";
+    EXPECT_EQ(download<int32_t>(darg.data(), out), arg) << "maxpool argmax";
+    EXPECT_EQ(download<float>(ddx.data(), in), pdx) << "maxpool backward";
+  }
+}
+
+TEST_F(CudaKernelsTest, BiasAddAndBiasGrad) {
+  struct Dims { size_t outer, channels, inner; };
+  for (Dims d : {Dims{37, 13, 1}, Dims{700, 10, 1}, Dims{9, 32, 784}, Dims{3, 5, 49}, Dims{1, 1, 1}}) {
+    const size_t n = d.outer * d.channels * d.inner;
+    const std::vector<float> y = randn(n, 31), bias = randn(d.channels, 32), dy = randn(n, 33);
+    DeviceBuffer dyv = upload(y), db = upload(bias), ddy = upload(dy), dgrad(*gpu, d.channels * 4);
+    gpu->bias_add(dyv.as<float>(), db.as<float>(), d.outer, d.channels, d.inner);
+    std::vector<float> yc = y;
+    cpu->bias_add(yc.data(), bias.data(), d.outer, d.channels, d.inner);
+    EXPECT_EQ(download<float>(dyv.data(), n), yc) << "bias_add outer=" << d.outer;
+
+    std::vector<float> grad(d.channels);
+    cpu->bias_grad(grad.data(), dy.data(), d.outer, d.channels, d.inner);
+    gpu->bias_grad(dgrad.as<float>(), ddy.as<float>(), d.outer, d.channels, d.inner);
+    const auto first = download<float>(dgrad.data(), d.channels);
+    // A sum of outer*inner normals: relative error grows like sqrt(terms) ulps.
+    expect_close(first, grad, 2e-5f * std::sqrt(static_cast<float>(d.outer * d.inner)),
+                 "bias_grad outer=" + std::to_string(d.outer) + " inner=" + std::to_string(d.inner));
+    gpu->bias_grad(dgrad.as<float>(), ddy.as<float>(), d.outer, d.channels, d.inner);
+    EXPECT_EQ(download<float>(dgrad.data(), d.channels), first) << "bias_grad not deterministic";
+  }
+}
+
+TEST_F(CudaKernelsTest, ReluAndDropoutMatchCpuBitwise) {
+  for (size_t n : {size_t(1), size_t(5), size_t(1001), size_t(65537)}) {
+    const std::vector<float> x = randn(n, 41), dy = randn(n, 42);
+    DeviceBuffer dx = upload(x), ddy = upload(dy), dyv(*gpu, n * 4), dgx(*gpu, n * 4);
+    gpu->relu_forward(dyv.as<float>(), dx.as<float>(), n);
+    gpu->relu_backward(dgx.as<float>(), ddy.as<float>(), dyv.as<float>(), n);
+    std::vector<float> y(n), gx(n);
+    cpu->relu_forward(y.data(), x.data(), n);
+    cpu->relu_backward(gx.data(), dy.data(), y.data(), n);
+    EXPECT_EQ(download<float>(dyv.data(), n), y) << "relu forward n=" << n;
+    EXPECT_EQ(download<float>(dgx.data(), n), gx) << "relu backward n=" << n;
+
+    // The mask is a function of (seed, stream, counter, i): identical on both.
+    for (float p : {0.0f, 0.3f, 0.9f}) {
+      gpu->dropout(dyv.as<float>(), dx.as<float>(), n, p, 77, 3, 1000 + n);
+      cpu->dropout(y.data(), x.data(), n, p, 77, 3, 1000 + n);
+      EXPECT_EQ(download<float>(dyv.data(), n), y) << "dropout p=" << p << " n=" << n;
+    }
+  }
+}
+
+TEST_F(CudaKernelsTest, SoftmaxCrossEntropyAgainstCpu) {
+  for (size_t classes : {size_t(1), size_t(10), size_t(33), size_t(100)})
+    for (bool with_grad : {true, false}) {
+      const size_t rows = 37;
+      std::vector<float> logits = randn(rows * classes, 51, classes);
+      for (size_t i = 0; i < logits.size(); i += 5) logits[i] *= 8.0f;  // some large logits
+      std::vector<int32_t> labels(rows);
+      Rng r(52, classes);
+      for (auto& l : labels) l = static_cast<int32_t>(r.below(static_cast<uint32_t>(classes)));
+      labels[4] = -1;                                   // bad labels: status -1, zero loss and grad
+      labels[9] = static_cast<int32_t>(classes);
+      DeviceBuffer dl = upload(logits), dlab = upload(labels), dgrad(*gpu, rows * classes * 4),
+          dloss(*gpu, rows * 4), dstat(*gpu, rows * 4);
+      gpu->softmax_xent(with_grad ? dgrad.as<float>() : nullptr, dloss.as<float>(),
+                        dstat.as<int32_t>(), dl.as<float>(), dlab.as<int32_t>(), rows, classes,
+                        1.0f / rows);
+      std::vector<float> grad(rows * classes), loss(rows);
+      std::vector<int32_t> status(rows);
+      cpu->softmax_xent(with_grad ? grad.data() : nullptr, loss.data(), status.data(),
+                        logits.data(), labels.data(), rows, classes, 1.0f / rows);
+      const std::string what = "classes=" + std::to_string(classes);
+      EXPECT_EQ(download<int32_t>(dstat.data(), rows), status) << what;
+      expect_close(download<float>(dloss.data(), rows), loss, 1e-5f, what + " loss");
+      if (with_grad) {
+        const auto g1 = download<float>(dgrad.data(), rows * classes);
+        expect_close(g1, grad, 1e-5f, what + " grad");
+        gpu->softmax_xent(dgrad.as<float>(), dloss.as<float>(), dstat.as<int32_t>(),
+                          dl.as<float>(), dlab.as<int32_t>(), rows, classes, 1.0f / rows);
+        EXPECT_EQ(download<float>(dgrad.data(), rows * classes), g1) << what << " not deterministic";
+      }
+    }
+}
+
+// SgdUpdate, packed (aligned) and element by element (offset 1), with and
+// without momentum (without, the velocity pointer may be null and is not read).
+TEST_F(CudaKernelsTest, SgdUpdateMatchesCpuBitwise) {
+  const kernels::SgdHyper hypers[] = {{0.1f, 0.0f, 0.0f, false},
+                                      {0.05f, 0.9f, 1e-4f, false},
+                                      {0.05f, 0.9f, 5e-4f, true}};
+  for (size_t n : {size_t(1), size_t(7), size_t(4099), size_t(100003)})
+    for (size_t offset : {size_t(0), size_t(1)})
+      for (const auto& h : hypers) {
+        std::vector<float> w = randn(n + offset, 61), v = randn(n + offset, 62);
+        const std::vector<float> g = randn(n + offset, 63);
+        DeviceBuffer dw = upload(w), dv = upload(v), dg = upload(g);
+        const bool mom = h.momentum != 0.0f;
+        for (int step = 0; step < 3; ++step) {
+          gpu->sgd_update(dw.as<float>() + offset, mom ? dv.as<float>() + offset : nullptr,
+                          dg.as<float>() + offset, n, h);
+          cpu->sgd_update(w.data() + offset, mom ? v.data() + offset : nullptr, g.data() + offset,
+                          n, h);
+        }
+        const std::string what = "n=" + std::to_string(n) + " offset=" + std::to_string(offset) +
+                                 " momentum=" + std::to_string(h.momentum);
+        ASSERT_EQ(download<float>(dw.data(), n + offset), w) << what;
+        ASSERT_EQ(download<float>(dv.data(), n + offset), v) << what;
+      }
+}
