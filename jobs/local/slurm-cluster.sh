@@ -38,18 +38,29 @@ daemon_pid() {
   echo "$pid"
 }
 
-# Every process belonging to this cluster: the daemons (their command lines name
-# files under $DIR) and the slurmstepd processes of its jobs (their environment
-# holds this SLURM_CONF).
+# Every live process of this cluster: the daemons (their command lines name
+# files under $DIR), and the slurmstepd and job processes (their environment
+# holds this SLURM_CONF; job processes also a SLURM_JOB_ID). Never this script
+# or its callers, which may have this SLURM_CONF too.
 cluster_pids() {
-  local p comm
+  local p pid comm state callers=" " q=$$ ppid env
+  while ((q > 1)) && read -r _ _ _ ppid _ 2>/dev/null <"/proc/$q/stat"; do
+    callers+="$q "
+    q=$ppid
+  done
   for p in /proc/[0-9]*; do
-    read -r comm 2>/dev/null <"$p/comm" || continue
+    pid=${p#/proc/}
+    [[ $callers == *" $pid "* ]] && continue
+    read -r _ comm state _ 2>/dev/null <"$p/stat" || continue
+    [[ $state == Z ]] && continue
     case $comm in
-      munged|slurmctld|slurmd)
-        tr '\0' ' ' 2>/dev/null <"$p/cmdline" | grep -qF -- "$DIR/" && echo "${p#/proc/}" ;;
-      slurmstepd)
-        tr '\0' '\n' 2>/dev/null <"$p/environ" | grep -qxF -- "SLURM_CONF=$CONF" && echo "${p#/proc/}" ;;
+      "(munged)"|"(slurmctld)"|"(slurmd)")
+        mapfile -d '' env 2>/dev/null <"$p/cmdline" || continue
+        [[ " ${env[*]}" == *" $DIR/"* || " ${env[*]}" == *"=$DIR/"* ]] && echo "$pid" ;;
+      *)
+        mapfile -d '' env 2>/dev/null <"$p/environ" || continue
+        [[ " ${env[*]} " == *" SLURM_CONF=$CONF "* ]] || continue
+        [[ $comm == "(slurmstepd)" || " ${env[*]}" == *" SLURM_JOB_ID="* ]] && echo "$pid" ;;
     esac
   done
   return 0
@@ -180,8 +191,10 @@ stop() {
   if daemon_pid slurmctld >/dev/null; then
     # Cancel first: a job whose slurmd is gone would leave its slurmstepd
     # behind. Again while any is left: a job may requeue itself on the way out.
+    # (Without slurmd no job can end: what is left is killed below.)
     deadline=$((SECONDS + TIMEOUT))
-    while ((SECONDS < deadline)) && [[ -n $(squeue -h -o %i 2>/dev/null | head -c 1) ]]; do
+    while ((SECONDS < deadline)) && daemon_pid slurmd >/dev/null &&
+          [[ -n $(squeue -h -o %i 2>/dev/null | head -c 1) ]]; do
       scancel --quiet --user="$(id -un)" 2>/dev/null || true
       sleep 0.5
     done
@@ -196,17 +209,21 @@ stop() {
   if [[ -n $pids ]]; then kill "$pids" 2>/dev/null || true; fi
   deadline=$((SECONDS + 10))
   while ((SECONDS < deadline)) && [[ -n $(cluster_pids) ]]; do sleep 0.2; done
-  pids=$(cluster_pids)
-  if [[ -n $pids ]]; then
+  # What is left (a job step that outlived its slurmd, say): TERM, then KILL.
+  local sig
+  for sig in TERM KILL; do
+    pids=$(cluster_pids)
+    [[ -n $pids ]] || break
     # shellcheck disable=SC2086  # one pid per word
-    echo "slurm-cluster: killing what did not stop: $(ps -o pid=,comm= -p ${pids//$'\n'/,} | tr '\n' ' ')" >&2
+    echo "slurm-cluster: sending SIG$sig to what did not stop: $(ps -o pid=,comm= -p ${pids//$'\n'/,} | tr '\n' ' ')" >&2
     # shellcheck disable=SC2086
-    kill -KILL $pids 2>/dev/null || true
-    sleep 0.5
-  fi
+    kill -"$sig" $pids 2>/dev/null || true
+    deadline=$((SECONDS + 3))
+    while ((SECONDS < deadline)) && [[ -n $(cluster_pids) ]]; do sleep 0.2; done
+  done
   pids=$(cluster_pids)
   [[ -z $pids ]] || die "still running after stop: pids ${pids//$'\n'/ }"
-  say "stopped (no daemon of $DIR left)"
+  say "stopped (no daemon or job process of $DIR left)"
 }
 
 status() {
