@@ -162,17 +162,30 @@ start() {
       --pid-file="$DIR/run/munged.pid" --log-file="$DIR/log/munged.log" \
       --seed-file="$DIR/munge/munged.seed" || { log_tail; die "munged did not start"; }
   fi
+  local restarted=0
   if ! daemon_pid slurmctld >/dev/null; then
     slurmctld -f "$CONF" || { log_tail; die "slurmctld did not start"; }
+    restarted=1
   fi
   if ! daemon_pid slurmd >/dev/null; then
     slurmd -f "$CONF" -N localhost || { log_tail; die "slurmd did not start"; }
   fi
-  local deadline=$((SECONDS + TIMEOUT)) state=""
+  local deadline=$((SECONDS + TIMEOUT)) state="" jobs
   while ((SECONDS < deadline)); do
     state=$(node_state)
-    # mix/alloc: jobs left from before a restart are running on it.
-    if [[ $state =~ ^(idle|mix|alloc)$ ]]; then
+    if ((restarted)) && [[ -n $state ]]; then
+      # Jobs in the saved state outlived a crash (stop cancels them all); the
+      # job ids go on from there, so that no run directory keyed on one is reused.
+      jobs=$(squeue -h -o %i | tr '\n' ' ')
+      if [[ -n $jobs ]]; then
+        say "cancelling jobs left from before: $jobs"
+        # shellcheck disable=SC2086  # one id per word
+        scancel $jobs || true
+      fi
+      restarted=0
+    fi
+    # mix/alloc: slurmctld was up and has jobs running.
+    if [[ $state =~ ^(idle|mix|alloc)$ ]] && [[ $state == idle || $(squeue -h -o %i | head -c 1) ]]; then
       say "up in $DIR (node $state, SLURM_CONF=$CONF)"
       return 0
     fi

@@ -50,27 +50,34 @@ run_step() {
   # until the step has said its last (its own exit ends it).
   (trap '' TERM && exec tail -n +1 -s 0.2 -f --pid="$STEP_PID" "$log") &
   local tail_pid=$!
-  trap 'forward_signal USR1' USR1
-  trap 'forward_signal TERM' TERM
+  # A signal that came before the step existed.
+  [[ -z $STEP_SIGNALS ]] || forward_signal "${STEP_SIGNALS##* }" again
   while :; do
     wait "$STEP_PID" && rc=0 || rc=$?
     # A trap interrupts wait with 128+signal while the step runs on.
     kill -0 "$STEP_PID" 2>/dev/null || break
   done
   wait "$STEP_PID" && rc=0 || rc=$?
-  trap - USR1 TERM
+  STEP_PID=""
   wait "$tail_pid" || true
   return "$rc"
 }
 
 # mpirun passes USR1 on to its processes but answers TERM by killing them,
 # which would cut a checkpoint short: it gets USR1 for both. srun passes both on.
-# STEP_SIGNALS lists the signals the batch shell got.
-STEP_SIGNALS=""
+# STEP_SIGNALS lists the signals the batch shell got. Trapped from the start:
+# a USR1 left to its default would end the script.
+STEP_SIGNALS="" STEP_PID=""
 forward_signal() {
   local sig=$1
-  STEP_SIGNALS+=" $1"
+  [[ -n ${2:-} ]] || STEP_SIGNALS+=" $1"
+  if [[ -z $STEP_PID ]]; then
+    echo "$ME: got SIG$1 while no job step runs"
+    return 0
+  fi
   [[ ${LAUNCH[0]} == mpirun ]] && sig=USR1
   echo "$ME: got SIG$1, sending SIG$sig to the job step (pid $STEP_PID)"
   kill -"$sig" "$STEP_PID" 2>/dev/null || true
 }
+trap 'forward_signal USR1' USR1
+trap 'forward_signal TERM' TERM
