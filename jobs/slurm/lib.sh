@@ -12,7 +12,7 @@
 slurm_launcher() {
   local how=${LAUNCHER:-auto} extra=()
   if [[ $how == auto ]]; then
-    if srun --mpi=list 2>&1 | grep -qw pmix; then how=srun; else how=mpirun; fi
+    if [[ $(srun --mpi=list 2>&1) == *pmix* ]]; then how=srun; else how=mpirun; fi
   fi
   case $how in
     srun)
