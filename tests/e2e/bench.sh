@@ -4,6 +4,7 @@
 # rejected. Nothing here is timed.
 set -u
 LPSGD=$1
+# shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 read -r -a MPI_FLAGS <<<"${MPIEXEC_FLAGS:-}"
 tmp=$(mktemp -d)

@@ -3,6 +3,7 @@
 # on one rank and on three.
 set -u
 LPSGD=$1
+# shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 read -r -a MPI_FLAGS <<<"${MPIEXEC_FLAGS:-}"
 MPIRUN=("${MPIEXEC:-mpiexec}" -n 3 "${MPI_FLAGS[@]}")

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Helpers for the e2e shell tests: sourced, not run.
 # expect_error CODE PATTERN -- cmd...: cmd must exit with CODE and print exactly one
 # line on stderr (under mpiexec: exactly one line from lpsgd), starting "lpsgd: error:" and matching PATTERN.
