@@ -29,6 +29,12 @@ GradSync::GradSync(comm::Communicator& comm, comm::ProgressEngine* engine, nn::M
   buckets_ = model.buckets(opt_.bucket_bytes);
   grad_coll_.resize(buckets_.size());
   param_coll_.resize(buckets_.size());
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    ready_.push_back(model.device().create_event());
+    arrived_.push_back(model.device().create_event());
+    updated_.push_back(model.device().create_event());
+  }
+  step_done_ = model.device().create_event();
   submitted_s_.reserve(2 * buckets_.size());
   // The baselines' scratch is allocated (and touched) here, not inside a step.
   size_t largest = 0;
@@ -72,8 +78,15 @@ void GradSync::submit(comm::Collective* c) {
     c->start();
 }
 
+void GradSync::order(Device& from, Device& to, DeviceEvent& e) {
+  if (&from == &to) return;  // one queue (CPU): already in order
+  from.record(e);
+  to.wait(e);
+}
+
 void GradSync::launch(size_t b) {
   if (comm_.size() == 1) return;
+  order(model_.device(), comm_.device(), *ready_[b]);
   const comm::CollKind kind =
       opt_.mode == SyncMode::Allreduce ? comm::CollKind::Allreduce : comm::CollKind::Reduce;
   grad_coll_[b] = make(kind, model_.grads().data() + buckets_[b].offset, buckets_[b].count);
@@ -83,11 +96,9 @@ void GradSync::launch(size_t b) {
 void GradSync::on_layer_done(size_t layer) {
   if (!opt_.overlap) return;
   // Bucket b is complete once backward has passed its lowest layer; on a GPU
-  // the gradients are only queued by then, which the device's stream orders.
-  while (launched_ < buckets_.size() && buckets_[launched_].first_layer >= layer) {
-    if (comm_.size() > 1) model_.device().synchronize();
+  // the gradients are only queued by then, which launch() orders with an event.
+  while (launched_ < buckets_.size() && buckets_[launched_].first_layer >= layer)
     launch(launched_++);
-  }
 }
 
 void GradSync::wait(comm::Collective* c, SyncTimes& t) {
@@ -103,27 +114,28 @@ void GradSync::update(size_t b, float lr) {
 SyncTimes GradSync::apply(float lr) {
   SyncTimes t;
   const size_t nb = buckets_.size();
-  if (comm_.size() > 1 && launched_ < nb) model_.device().synchronize();
   while (launched_ < nb) launch(launched_++);
 
-  std::vector<comm::Collective*> order;  // every collective of the step, in start order
+  std::vector<comm::Collective*> done;  // every collective of the step, in start order
   if (comm_.size() == 1) {
     for (size_t b = 0; b < nb; ++b) update(b, lr);
   } else if (opt_.mode == SyncMode::Allreduce) {
     for (size_t b = 0; b < nb; ++b) {
       wait(grad_coll_[b].get(), t);
-      order.push_back(grad_coll_[b].get());
+      done.push_back(grad_coll_[b].get());
+      order(comm_.device(), model_.device(), *arrived_[b]);
       update(b, lr);
     }
   } else {
     const bool root = comm_.rank() == 0;
     float* params = model_.params().data();
     for (size_t b = 0; b < nb; ++b) {
-      order.push_back(grad_coll_[b].get());
+      done.push_back(grad_coll_[b].get());
       if (root) {
         wait(grad_coll_[b].get(), t);
+        order(comm_.device(), model_.device(), *arrived_[b]);
         update(b, lr);
-        model_.device().synchronize();  // the broadcast reads the new parameters
+        order(model_.device(), comm_.device(), *updated_[b]);  // the broadcast reads them
       }
       param_coll_[b] = make(comm::CollKind::Bcast, params + buckets_[b].offset, buckets_[b].count);
       submit(param_coll_[b].get());
@@ -131,17 +143,19 @@ SyncTimes GradSync::apply(float lr) {
     for (size_t b = 0; b < nb; ++b) {
       if (!root) wait(grad_coll_[b].get(), t);
       wait(param_coll_[b].get(), t);
-      order.push_back(param_coll_[b].get());
+      done.push_back(param_coll_[b].get());
     }
+    // The next forward reads the broadcast parameters.
+    order(comm_.device(), model_.device(), *step_done_);
   }
   // Collectives move data one at a time, in start order: each was busy from
   // when it could start (submitted, and the previous one finished) until done.
   double prev_done = 0;
-  for (size_t i = 0; i < order.size(); ++i) {
+  for (size_t i = 0; i < done.size(); ++i) {
     const double begin = std::max(submitted_s_[i], prev_done);
-    const double done = order[i]->finished_s();
-    if (done > begin) t.comm_s += done - begin;
-    prev_done = std::max(prev_done, done);
+    const double end = done[i]->finished_s();
+    if (end > begin) t.comm_s += end - begin;
+    prev_done = std::max(prev_done, end);
   }
   for (auto& c : grad_coll_) c.reset();
   for (auto& c : param_coll_) c.reset();

@@ -16,6 +16,12 @@
 //                 bucket while it works on the next. Only rank 0 holds optimizer
 //                 state.
 //
+// On a GPU the collectives run on the communicator's device (the compute
+// device's communication stream) and events order the two streams: a bucket's
+// collective starts after an event recorded when backward has queued its
+// gradients, and its update waits for an event recorded after the collective;
+// the host never waits inside a step except for the loss.
+//
 // Every rank starts its collectives in the same order (bucket order; in
 // reduce-bcast all reduces, then all broadcasts), which is what the chain's
 // start-order tickets require.
@@ -59,7 +65,8 @@ struct SyncTimes {
 
 class GradSync {
  public:
-  /// All borrowed. engine may be null: collectives then progress only while
+  /// All borrowed; comm runs on model.device().comm_queue() (the device
+  /// itself on a CPU). engine may be null: collectives then progress only while
   /// apply() waits (no overlap). With one rank there is nothing to exchange.
   GradSync(comm::Communicator& comm, comm::ProgressEngine* engine, nn::Model& model, Sgd& opt,
            const GradSyncOptions& options);
@@ -88,6 +95,8 @@ class GradSync {
   /// Waits for c; adds the time this thread was blocked to wait_s.
   void wait(comm::Collective* c, SyncTimes& t);
   void update(size_t bucket, float lr);
+  /// Makes `to` wait for the work queued on `from` so far (no host wait).
+  void order(Device& from, Device& to, DeviceEvent& e);
 
   comm::Communicator& comm_;
   comm::ProgressEngine* engine_;
@@ -98,6 +107,10 @@ class GradSync {
   size_t launched_ = 0;  // buckets whose gradient collective has started this step
   std::vector<std::unique_ptr<comm::Collective>> grad_coll_, param_coll_;
   std::vector<double> submitted_s_;  // per collective of this step, in start order
+  // Stream ordering (no-ops on a CPU): grads ready -> collective, collective
+  // done -> update, update -> broadcast, and the end of the step.
+  std::vector<std::unique_ptr<DeviceEvent>> ready_, arrived_, updated_;
+  std::unique_ptr<DeviceEvent> step_done_;
 };
 
 }  // namespace lpsgd::train

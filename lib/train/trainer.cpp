@@ -196,7 +196,6 @@ Run::Run(Device& dev, const TrainConfig& cfg) : dev_(dev), cfg_(cfg), bar_(cfg.p
   MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
   MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_));
   // Options first, so a bad one is reported before anything is opened.
-  if (cfg_.data.empty()) LPSGD_USAGE_ERROR("--data is required (an HDF5 dataset; see lpsgd data)");
   cli::require_range("epochs", cfg_.epochs, int64_t{1}, int64_t{1} << 40);
   cli::require_range("max-steps", cfg_.max_steps, int64_t{0}, int64_t{1} << 50);
   cli::require_range("batch", cfg_.batch, int64_t{1}, int64_t{1} << 24);
@@ -204,6 +203,7 @@ Run::Run(Device& dev, const TrainConfig& cfg) : dev_(dev), cfg_(cfg), bar_(cfg.p
   cli::require_range("eval-every", cfg_.eval_every, int64_t{-1}, int64_t{1} << 50);
   if (!(cfg_.schedule.base_lr > 0) || !std::isfinite(cfg_.schedule.base_lr))
     LPSGD_USAGE_ERROR("--lr must be a positive number, got " << cfg_.schedule.base_lr);
+  if (cfg_.data.empty()) LPSGD_USAGE_ERROR("--data is required (an HDF5 dataset; see lpsgd data)");
 
   io::LoaderOptions lo;
   lo.path = cfg_.data;
@@ -256,7 +256,9 @@ Run::Run(Device& dev, const TrainConfig& cfg) : dev_(dev), cfg_(cfg), bar_(cfg.p
   co.ranks_per_node = cfg_.ranks_per_node;
   co.window = cfg_.window;
   co.timeout_s = cfg_.comm_timeout_s;
-  comm_ = std::make_unique<comm::Communicator>(MPI_COMM_WORLD, dev_, co);
+  // Collectives run on the communication stream (a GPU's second stream; the
+  // device itself on a CPU), GradSync orders them against the compute stream.
+  comm_ = std::make_unique<comm::Communicator>(MPI_COMM_WORLD, dev_.comm_queue(), co);
   if (world_ > 1) engine_ = std::make_unique<comm::ProgressEngine>(*comm_);
   sync_ = std::make_unique<GradSync>(*comm_, engine_.get(), *model_, *sgd_, cfg_.sync);
   MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &ctl_));
@@ -395,10 +397,12 @@ bool Run::resume() {
     dev_.copy_from_host(model_->params().data(), host_params_.data(), host_params_.size() * 4);
     dev_.copy_from_host(sgd_->state().data(), host_state_.data(), host_state_.size() * 4);
   }
-  const size_t n = model_->param_count();
-  comm_->run(comm::Algo::Lp, {comm::CollKind::Bcast, model_->params().data(), model_->params().data(), n, DType::F32, comm::ReduceOp::Sum, 0});
-  comm_->run(comm::Algo::Lp, {comm::CollKind::Bcast, sgd_->state().data(), sgd_->state().data(), n, DType::F32, comm::ReduceOp::Sum, 0});
   dev_.synchronize();
+  const size_t n = model_->param_count();
+  for (float* arena : {model_->params().data(), sgd_->state().data()})
+    comm_->run(comm::Algo::Lp, {comm::CollKind::Bcast, arena, arena, n, DType::F32,
+                                comm::ReduceOp::Sum, 0});
+  comm_->device().synchronize();
   step_ = static_cast<int64_t>(pos[0]);
   samples_ = pos[1];
   train_->restore({pos[2], pos[3]});

@@ -28,7 +28,7 @@ check_json() {
 }
 
 # ---- intact checkpoints ---------------------------------------------------------
-make=("$MAKE_CKPT" --model mlp:784-16-10 --shapes 16x784,16,10x16,10 --keep 3)
+make=("$MAKE_CKPT" --model mlp:784-16-10 --shapes "16x784,16,10x16,10" --keep 3)
 sum30=$("${make[@]}" --dir "$d" --steps 10,20,30 | tail -1)
 [[ $sum30 =~ ^[0-9a-f]{16}$ ]] || { echo "FAIL: make_ckpt printed '$sum30'"; exit 1; }
 "${make[@]}" --dir "$d" --steps 40 >/dev/null  # keeps 20, 30, 40
@@ -64,7 +64,7 @@ check_json 0 "assert j['step'] == 20 and j['valid'] and len(j['skipped']) == 2 a
   -- "$LPSGD" ckpt info "$d" --json
 truncate -s 0 "$d/ckpt-000000020.h5"
 out=$("$LPSGD" ckpt info "$d" 2>&1 >/dev/null); rc=$?
-if [[ $rc -eq 1 && $out =~ "lpsgd: error: $d: no valid checkpoint" && $(grep -c 'is damaged' <<<"$out") -eq 3 ]]
+if [[ $rc -eq 1 && $out == *"lpsgd: error: $d: no valid checkpoint"* && $(grep -c 'is damaged' <<<"$out") -eq 3 ]]
 then echo "ok: info on a directory of damaged checkpoints -> 1"
 else echo "FAIL: info on all-damaged dir exited $rc: $out"; fails=$((fails + 1)); fi
 
