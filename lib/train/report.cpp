@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <sstream>
 
 #include "core/error.hpp"
@@ -15,6 +16,10 @@ namespace lpsgd::train {
 
 MetricsWriter::MetricsWriter(const std::string& path, bool append) {
   if (path.empty()) return;
+  // Like the checkpoint directory, the metrics file's directory is made.
+  const auto dir = std::filesystem::path(path).parent_path();
+  std::error_code ec;
+  if (!dir.empty()) std::filesystem::create_directories(dir, ec);
   f_ = std::fopen(path.c_str(), append ? "a" : "w");
   if (!f_)
     LPSGD_USAGE_ERROR("cannot open --metrics file '" << path << "': " << std::strerror(errno));

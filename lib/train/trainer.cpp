@@ -280,7 +280,12 @@ Run::Run(Device& dev, const TrainConfig& cfg) : dev_(dev), cfg_(cfg), bar_(cfg.p
   if (cfg_.resume.empty()) LPSGD_USAGE_ERROR("--resume must be auto, none or a checkpoint file");
   const bool resumed = resume();
   // A resumed run continues its metrics file; a fresh one starts it anew.
-  metrics_ = std::make_unique<MetricsWriter>(rank_ == 0 ? cfg_.metrics : std::string(), resumed);
+  // Rank 0 writes it; a file it cannot open stops every rank.
+  share_outcome(attempt([&] {
+                  metrics_ = std::make_unique<MetricsWriter>(
+                      rank_ == 0 ? cfg_.metrics : std::string(), resumed);
+                }),
+                ctl_);
   last_ckpt_time_ = now_s();
 }
 

@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstring>
+#include <exception>
 #include <string>
 
 #include "comm/chain.hpp"
@@ -87,6 +88,9 @@ CudaIpcArena::~CudaIpcArena() {
   }
   cudaDeviceSynchronize();
   if (registered_) cudaHostUnregister(registered_);
+  // The barrier is collective: skipped while an error unwinds this rank alone
+  // (the process ends right after, see ShmArena).
+  if (std::uncaught_exceptions() > 0) return;
   MPI_Barrier(chain_.node_comm());
   if (recv_) cudaFree(recv_);
 }

@@ -1,6 +1,7 @@
 #include "comm/links/shm_link.hpp"
 
 #include <cstring>
+#include <exception>
 #include <new>
 
 #include "comm/chain.hpp"
@@ -43,7 +44,10 @@ ShmArena::ShmArena(const Chain& chain, int window, size_t slot_bytes, bool neede
 }
 
 ShmArena::~ShmArena() {
-  if (win_ != MPI_WIN_NULL) MPI_Win_free(&win_);
+  // MPI_Win_free is collective: while an error unwinds this rank alone the
+  // others never join it, so the window is left to the process exit (the
+  // error path ends in MPI_Abort or exit right after).
+  if (win_ != MPI_WIN_NULL && std::uncaught_exceptions() == 0) MPI_Win_free(&win_);
 }
 
 int node_rank_of(const Chain& chain, int chain_pos) {
