@@ -2,6 +2,9 @@
 
 #include <mpi.h>
 
+#include <chrono>
+#include <thread>
+
 #include "comm/communicator.hpp"
 #include "core/error.hpp"
 
@@ -35,6 +38,7 @@ void ProgressEngine::submit(Collective* c) {
 
 void ProgressEngine::loop() {
   std::deque<Collective*> mine;  // owned by this thread
+  int idle_passes = 0;
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mutex_);
@@ -47,12 +51,15 @@ void ProgressEngine::loop() {
     }
     // Start everything queued (posts the signature exchanges early), then
     // drive them in order; a later one moves data only after the earlier ones.
-    bool any_done = false;
+    bool any_done = false, moved = false;
     for (auto it = mine.begin(); it != mine.end();) {
       Collective* c = *it;
       try {
         if (c->state_.load() == Collective::kIdle) c->start();
-        if (c->progress()) {
+        const double before = c->last_move_s_;
+        const bool finished = c->progress();
+        moved = moved || c->last_move_s_ != before;
+        if (finished) {
           c->finish_engine(nullptr);
           it = mine.erase(it);
           any_done = true;
@@ -66,7 +73,16 @@ void ProgressEngine::loop() {
       }
       ++it;
     }
-    if (!any_done) std::this_thread::yield();
+    // Back off while nothing moves (the peers are still computing): a spinning
+    // engine takes a core from the rank's own compute when cores are scarce.
+    // Spin (yield) first, so a pipeline that is moving keeps its latency.
+    if (any_done || moved) {
+      idle_passes = 0;
+    } else if (++idle_passes < kSpinPasses) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(kIdleSleepUs));
+    }
   }
 }
 

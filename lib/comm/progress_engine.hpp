@@ -8,6 +8,9 @@
 //   h->wait();                            // blocks until the engine finished it
 //
 // Collectives run in submission order (their signatures are exchanged early).
+// While they move data the engine polls (yielding); when nothing has moved for
+// a while (the neighbours are still computing) it sleeps between polls, so it
+// does not take a core from its own rank's compute when cores are scarce.
 // Without an engine (benchmarks, simulators) wait() drives progress inline.
 #pragma once
 
@@ -35,6 +38,9 @@ class ProgressEngine {
 
  private:
   void loop();
+  // Idle back-off: after this many passes without progress, sleep between passes.
+  static constexpr int kSpinPasses = 200;
+  static constexpr int kIdleSleepUs = 20;
   Communicator& comm_;
   std::mutex mutex_;
   std::condition_variable cv_;
