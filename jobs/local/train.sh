@@ -32,7 +32,7 @@ echo "train.sh: $np ranks, config $config, outputs in $run_dir"
 "${launcher[@]}" build/bin/lpsgd train --config "$config" \
   --metrics "$run_dir/metrics.jsonl" --checkpoint-dir "$run_dir/checkpoints" --resume auto "$@"
 
-python3 jobs/plot/metrics.py "$run_dir/metrics.jsonl" --out "$run_dir/metrics.png" >/dev/null
+jobs/plot/metrics.py "$run_dir/metrics.jsonl" --out "$run_dir/metrics.png" >/dev/null
 echo "train.sh: metrics    $run_dir/metrics.jsonl"
 echo "train.sh: plot       $run_dir/metrics.png"
 echo "train.sh: checkpoint $(build/bin/lpsgd ckpt info "$run_dir/checkpoints" --json 2>/dev/null |
