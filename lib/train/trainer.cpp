@@ -372,6 +372,7 @@ bool Run::resume() {
   const bool explicit_path = cfg_.resume != "auto";
   if (!explicit_path && cfg_.checkpoint_dir.empty()) return false;
   if (host_state_.empty()) host_state_.resize(model_->param_count());
+  const double t0 = now_s();
   io::Checkpoint c;
   std::string path;
   Outcome o;
@@ -428,7 +429,9 @@ bool Run::resume() {
   if (rank_ == 0) {
     LPSGD_INFO("resuming from " << path << ": step " << step_ << ", epoch " << pos[2] << " at sample "
                                 << pos[3] << ", written by " << pos[5] << " rank"
-                                << (pos[5] == 1 ? "" : "s") << " x batch " << c.meta.batch);
+                                << (pos[5] == 1 ? "" : "s") << " x batch " << c.meta.batch
+                                << "; read, checked and broadcast in "
+                                << fixed(1e3 * (now_s() - t0), 0) << " ms");
     if (static_cast<int>(pos[5]) != world_ || c.meta.batch != cfg_.batch)
       LPSGD_INFO("the run continues with " << world_ << " ranks x batch " << cfg_.batch
                                            << ": same sample order, different batch boundaries");
