@@ -126,6 +126,11 @@ void Communicator::send_notice(int side, const std::string& text) {
   MPI_Isend(buf.data(), kNoticeBytes, MPI_CHAR, peer, tag, ctrl_comm_, &req);
 }
 
+void Communicator::pending_link_requests(std::vector<MPI_Request*>& out) const {
+  for (const auto& L : links_)
+    if (L && L->kind() == LinkKind::Mpi) static_cast<MpiLink&>(*L).pending_requests(out);
+}
+
 void* Communicator::scratch(int which, size_t bytes) {
   DeviceBuffer& b = scratch_[static_cast<size_t>(which)];
   if (b.bytes() < bytes) b = DeviceBuffer(dev_, bytes);

@@ -13,6 +13,7 @@
 #include <array>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "comm/chain.hpp"
 #include "comm/collective.hpp"
@@ -73,6 +74,8 @@ class Communicator {
   /// Tells both neighbours (and through them every rank) that this rank failed.
   void report_error(const std::string& message);
   bool failed() const { return failed_; }
+  /// The MPI requests in flight on the MPI links (for blocking waits under SMPI).
+  void pending_link_requests(std::vector<MPI_Request*>& out) const;
   /// Collectives move data one at a time, in start order: c may go when no
   /// other is active and its ticket is the next one.
   bool acquire(const Collective* c) {

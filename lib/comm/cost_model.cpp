@@ -154,7 +154,9 @@ CostModel CostModel::load_or_default(const std::string& path_in) {
     } catch (const std::exception&) {
       LPSGD_THROW(path << ":" << lineno << ": bad number in '" << line << "'");
     }
-    LPSGD_CHECK(v > 0 && std::isfinite(v), path << ":" << lineno << ": " << key << " must be positive");
+    // γ may be 0: reductions free, the pure α-β model (e.g. a simulated network alone).
+    LPSGD_CHECK(std::isfinite(v) && (v > 0 || (v == 0 && key == "gamma")),
+                path << ":" << lineno << ": " << key << " must be positive");
     if (key == "alpha_shm") m.alpha_shm = v;
     else if (key == "beta_shm") m.beta_shm = v;
     else if (key == "alpha_mpi") m.alpha_mpi = v;

@@ -96,6 +96,11 @@ bool ScheduleCollective::on_progress(bool& moved) {
   return true;
 }
 
+void ScheduleCollective::pending_requests(std::vector<MPI_Request*>& out) {
+  for (auto& r : reqs_)
+    if (r != MPI_REQUEST_NULL) out.push_back(&r);
+}
+
 std::string ScheduleCollective::waiting_for() const {
   std::ostringstream os;
   if (cur_ >= sched_.steps.size()) return "nothing";
