@@ -62,6 +62,7 @@ Communicator::Communicator(MPI_Comm parent, Device& dev, CommOptions opts)
   std::array<double, CostModel::kParams> params = model_.params();
   MPI_CHECK(MPI_Bcast(params.data(), CostModel::kParams, MPI_DOUBLE, 0, ctrl_comm_));
   model_.set_params(params);
+  model_.window = opts_.window;
   LPSGD_DEBUG("chain " << chain_->describe());
 }
 
