@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "comm/communicator.hpp"
+#include "comm/requests.hpp"
 #include "core/error.hpp"
 #include "core/timer.hpp"
 
@@ -67,9 +68,7 @@ bool Collective::step() {
   LPSGD_CHECK(s != kFailed, "collective " << describe() << " already failed");
   comm_.check_errors();
   if (s == kHeaders) {
-    int all = 0;
-    MPI_CHECK(MPI_Testall(4, hdr_req_, &all, MPI_STATUSES_IGNORE));
-    if (!all) return false;
+    if (!test_all(hdr_req_, 4)) return false;
     const Chain& ch = comm_.chain();
     for (int side = 0; side < 2; ++side) {
       const bool present = side == 0 ? ch.has_left() : ch.has_right();
@@ -159,13 +158,14 @@ void Collective::wait(double timeout_s) {
 // adds that cost to every block). progress() returns only when nothing more can
 // move without a message completing, so the rank blocks until one of the
 // requests it waits on does: no polling, no added time. Waitany frees the
-// request it completes and leaves MPI_REQUEST_NULL, which every MPI_Test here
-// reads as complete.
+// request it completes and leaves MPI_REQUEST_NULL, which test_request() reads
+// as complete; under SMPI that is the only way requests complete
+// (comm/requests.hpp says why).
 void Collective::block_until_a_request_completes() {
   std::vector<MPI_Request*> pending;
   for (auto& r : hdr_req_)
     if (r != MPI_REQUEST_NULL) pending.push_back(&r);
-  comm_.pending_link_requests(pending);
+  comm_.pending_requests(pending);
   pending_requests(pending);
   if (pending.empty())
     fail("collective " + describe() + " is idle with nothing in flight on rank " +

@@ -45,4 +45,5 @@ expect_error 2 "unknown algorithm 'fast'" -- "$LPSGD" bench --algo fast
 expect_error 2 "unknown collective 'gather'" -- "$LPSGD" bench --op gather
 expect_error 2 "exceeds --maxbytes" -- "$LPSGD" bench -b 2M -e 1M
 expect_error 2 "root must be in" -- "$LPSGD" bench --root 3
+expect_error 2 "needs the SimGrid build" -- "$LPSGD" bench --shared-buffers
 finish

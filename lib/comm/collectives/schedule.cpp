@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "comm/communicator.hpp"
+#include "comm/requests.hpp"
 #include "core/error.hpp"
 
 namespace lpsgd::comm {
@@ -84,10 +85,7 @@ bool ScheduleCollective::on_progress(bool& moved) {
       posted_ = true;
       moved = true;
     }
-    int all = 1;
-    if (!reqs_.empty())
-      MPI_CHECK(MPI_Testall(static_cast<int>(reqs_.size()), reqs_.data(), &all, MPI_STATUSES_IGNORE));
-    if (!all) return false;
+    if (!test_all(reqs_.data(), reqs_.size())) return false;
     run_local(s);
     ++cur_;
     posted_ = false;

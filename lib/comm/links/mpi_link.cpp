@@ -2,6 +2,7 @@
 
 #include <climits>
 
+#include "comm/requests.hpp"
 #include "core/error.hpp"
 
 namespace lpsgd::comm {
@@ -36,11 +37,7 @@ MpiLink::~MpiLink() {
 }
 
 bool MpiLink::can_send(uint64_t seq) {
-  MPI_Request& r = send_req_[slot(seq)];
-  if (r == MPI_REQUEST_NULL) return true;
-  int done = 0;
-  MPI_CHECK(MPI_Test(&r, &done, MPI_STATUS_IGNORE));
-  return done != 0;
+  return test_request(send_req_[slot(seq)]);
 }
 
 void* MpiLink::send_slot(uint64_t seq) {
@@ -86,11 +83,8 @@ const void* MpiLink::test_recv(uint64_t seq) {
   const size_t s = slot(seq);
   if (recv_seq_[s] != seq) return nullptr;  // not posted yet
   if (!recv_arrived_[s]) {
-    // A null request was completed elsewhere (a blocking wait). Tested here
-    // because SMPI's MPI_Test leaves the flag unset for a null request.
-    int done = recv_req_[s] == MPI_REQUEST_NULL;
-    if (!done) MPI_CHECK(MPI_Test(&recv_req_[s], &done, MPI_STATUS_IGNORE));
-    if (!done) return nullptr;
+    // (A request completed by a blocking wait elsewhere is null: complete.)
+    if (!test_request(recv_req_[s])) return nullptr;
     recv_arrived_[s] = 1;
   }
   return recv_ptr_[s];
