@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Simulated-cluster sweep of `lpsgd bench` under SimGrid SMPI: one smpirun per
-# (P, collective, algorithm), rows merged into DIR/results.json, time-vs-P
-# plots drawn by jobs/plot/bench.py into DIR/.
+# (P, collective) timing each algorithm once, rows merged into
+# DIR/results.json, time-vs-P plots drawn by jobs/plot/bench.py into DIR/.
 #
 #   jobs/smpi/sweep.sh [--ranks 2,4,...,1024] [--bytes 64M] [--op bcast,reduce,allreduce]
 #                      [--algo lp,mst,be,ring] [--platform FILE] [--out DIR]
@@ -20,6 +20,12 @@
 #    and every send a rendezvous (send-is-detached-thresh:0): SMPI 3.32 never
 #    forgets an eager ("detached") send, and the growing list makes a long
 #    pipeline quadratic in wall time; the simulated times agree within 1e-5.
+#    MPI's own collectives (start-up, and the barrier and max between timed
+#    iterations) use Open MPI's algorithms, whose requests SMPI does forget.
+#  - the algorithms of one collective share a simulation: each starts after a
+#    barrier on an idle network, so its time is the same as alone (checked at
+#    P = 64: identical to the nanosecond), and start-up (MPI_Comm_dup and
+#    friends cost O(P^2) here: minutes at P = 1024) is paid once.
 #  - LP with one block in flight per link (--window 1): concurrent messages on
 #    a simulated link share its bandwidth instead of queueing as on a real one.
 #  - block size from the cost model, whose alpha and beta are set to the
@@ -106,10 +112,12 @@ for P in "${P_list[@]}"; do
   [[ $P =~ ^[0-9]+$ && $P -ge 2 ]] || die "--ranks: '$P' is not a rank count >= 2"
   ((P <= hosts)) || die "--ranks: $P exceeds the $hosts hosts of $(basename "$platform")"
   for op in "${op_list[@]}"; do
+    list=()
     for algo in "${algo_list[@]}"; do
       [[ $algo == ring && $op != allreduce ]] && continue  # ring is an allreduce only
-      configs+=("$P $op $algo")
+      list+=("$algo")
     done
+    ((${#list[@]})) && configs+=("$P $op $(IFS=,; echo "${list[*]}")")
   done
 done
 ((${#configs[@]})) || die "nothing to run"
@@ -121,7 +129,7 @@ i=0
 for cfg in "${configs[@]}"; do
   read -r P op algo <<<"$cfg"
   i=$((i + 1))
-  name=P$P-$op-$algo
+  name=P$P-$op-${algo//,/-}
   row=$out/rows/$name.json
   if [[ -s $row ]]; then
     echo "[$i/${#configs[@]}] P=$P $op $algo: done before, kept"
@@ -131,13 +139,15 @@ for cfg in "${configs[@]}"; do
   if smpirun -np "$P" -platform "$platform" \
        --cfg=smpi/bw-factor:0:1 --cfg=smpi/lat-factor:0:1 --cfg=network/crosstraffic:0 \
        --cfg=smpi/simulate-computation:no --cfg=smpi/test:0 --cfg=smpi/send-is-detached-thresh:0 \
+       --cfg=smpi/coll-selector:ompi \
        --cfg=smpi/shared-malloc-blocksize:67108864 --log=root.thres:warning \
        "$bench" --op "$op" --algo "$algo" -b "$bytes" -e "$bytes" -n 1 -w 0 --window 1 \
        --block auto --shared-buffers --calibration "$calib" --comm-timeout 1e9 \
        --json "$row.tmp" >"$out/logs/$name.log" 2>&1 </dev/null && [[ -s $row.tmp ]]; then
     mv "$row.tmp" "$row"
-    t=$(/usr/bin/python3 -c "import json, sys; r = json.loads(open(sys.argv[1]).readline()); \
-print('%.2f ms (model %.2f ms)' % (r['time_us'] / 1e3, (r['predicted_us'] or 0) / 1e3))" "$row")
+    t=$(/usr/bin/python3 -c "import json, sys; rows = [json.loads(l) for l in open(sys.argv[1])]; \
+print(', '.join('%s %.2f ms (model %.2f)' % (r['algo'], r['time_us'] / 1e3, (r['predicted_us'] or 0) / 1e3) \
+for r in rows))" "$row")
     echo "[$i/${#configs[@]}] P=$P $op $algo: $t, $((SECONDS - t0)) s, elapsed $(((SECONDS - start) / 60))m$(((SECONDS - start) % 60))s"
   else
     rm -f "$row.tmp"
