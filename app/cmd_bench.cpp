@@ -4,6 +4,10 @@
 // is the slowest rank's; a row reports the median over iterations, algbw =
 // bytes / time and busbw = algbw × 2(P−1)/P for allreduce (× 1 for bcast and
 // reduce), so numbers compare directly with NCCL's.
+//
+// Times are read with MPI_Wtime, so the same code built with smpicxx
+// (lpsgd-bench-smpi) reports simulated time under SimGrid; there the device is
+// an SmpiDevice (reductions charged γ per byte, optionally shared buffers).
 #include <mpi.h>
 
 #include <algorithm>
@@ -19,7 +23,10 @@
 #include "comm/communicator.hpp"
 #include "core/cli.hpp"
 #include "core/log.hpp"
-#include "core/timer.hpp"
+#include "lpsgd/config.hpp"
+#if LPSGD_SMPI
+#include "device/smpi/smpi_device.hpp"
+#endif
 
 namespace lpsgd::app {
 namespace {
@@ -31,7 +38,7 @@ struct Row {
   uint64_t bytes = 0, count = 0, block = 0;
   int root = 0, ranks = 0;
   double time_us = 0, algbw = 0, busbw = 0, predicted_us = 0;
-  uint64_t wrong = 0;
+  int64_t wrong = -1;  ///< -1: not checked
 };
 
 // Exact inputs: small integers that differ by rank, so every sum is exact.
@@ -67,13 +74,13 @@ std::string json_row(const Row& r) {
                 "{\"op\": \"%s\", \"algo\": \"%s\", \"dtype\": \"%s\", \"bytes\": %llu, "
                 "\"count\": %llu, \"root\": %d, \"ranks\": %d, \"block\": %llu, "
                 "\"time_us\": %.3f, \"algbw_gbs\": %.4f, \"busbw_gbs\": %.4f, "
-                "\"predicted_us\": %s, \"wrong\": %llu}",
+                "\"predicted_us\": %s, \"wrong\": %lld}",
                 r.op.c_str(), r.algo.c_str(), r.dtype.c_str(),
                 static_cast<unsigned long long>(r.bytes), static_cast<unsigned long long>(r.count),
                 r.root, r.ranks, static_cast<unsigned long long>(r.block), r.time_us, r.algbw,
                 r.busbw,
                 std::isfinite(r.predicted_us) ? std::to_string(r.predicted_us).c_str() : "null",
-                static_cast<unsigned long long>(r.wrong));
+                static_cast<long long>(r.wrong));
   return buf;
 }
 
@@ -85,7 +92,7 @@ int run_bench(int argc, char** argv) {
       device_s;
   double factor = 2, timeout = 300;
   int iters = 20, warmup = 5, root = 0, window = 4, rpn = 0;
-  bool check = false, do_calibrate = false;
+  bool check = false, do_calibrate = false, shared_buffers = false;
   po::options_description desc("lpsgd bench options");
   desc.add_options()
     ("op", po::value(&ops_s)->default_value("allreduce"), "collectives: bcast,reduce,allreduce")
@@ -104,6 +111,8 @@ int run_bench(int argc, char** argv) {
     ("ranks-per-node", po::value(&rpn)->default_value(0), "split ranks into pretend nodes of N")
     ("comm-timeout", po::value(&timeout)->default_value(300), "seconds without progress = error")
     ("check", po::bool_switch(&check), "validate every result and count wrong elements")
+    ("shared-buffers", po::bool_switch(&shared_buffers),
+     "SimGrid build: all ranks share one copy of each buffer (SMPI_SHARED_MALLOC); no --check")
     ("json", po::value(&json_path), "write one JSON object per row to FILE")
     ("csv", po::value(&csv_path), "write the rows as CSV to FILE")
     ("calibrate", po::bool_switch(&do_calibrate), "measure alpha, beta, gamma; write the calibration file")
@@ -130,11 +139,25 @@ int run_bench(int argc, char** argv) {
   std::vector<Algo> algos;
   for (auto& s : cli::split_list(algos_s)) algos.push_back(parse_algo(s));
   if (ops.empty() || algos.empty()) LPSGD_USAGE_ERROR("--op and --algo need at least one entry");
+  if (shared_buffers && !build::smpi)
+    LPSGD_USAGE_ERROR("--shared-buffers needs the SimGrid build (jobs/smpi/build.sh: lpsgd-bench-smpi)");
+  if (shared_buffers && check)
+    LPSGD_USAGE_ERROR("--check needs real buffers: shared buffers hold no data to validate; "
+                      "drop --shared-buffers or --check");
+  if (build::smpi && do_calibrate)
+    LPSGD_USAGE_ERROR("--calibrate measures a real machine; a simulated platform's alpha and beta "
+                      "come from its XML (jobs/smpi/sweep.sh writes the calibration file)");
 
+#if LPSGD_SMPI
+  auto smpi_dev = std::make_unique<SmpiDevice>(shared_buffers);
+  SmpiDevice& sim = *smpi_dev;
+  std::unique_ptr<Device> dev = std::move(smpi_dev);
+#else
   if (do_calibrate && device_s != "cpu")
     LPSGD_USAGE_ERROR("--calibrate measures the CPU's links; run it with --device cpu");
   const DeviceKind dev_kind = parse_device_kind(device_s);
   auto dev = make_device(dev_kind, node_local_rank(MPI_COMM_WORLD));
+#endif
 
   if (do_calibrate) {
     CostModel m = calibrate(MPI_COMM_WORLD, *dev, rpn);
@@ -161,22 +184,31 @@ int run_bench(int argc, char** argv) {
   Device& cq = dev->comm_queue();
   Communicator comm(MPI_COMM_WORLD, cq, o);
   const int P = comm.size(), me = comm.rank();
+#if LPSGD_SMPI
+  sim.set_reduce_cost(comm.model().gamma);  // simulated reductions cost what the model says
+#endif
 
   // Every buffer is allocated and touched once, before anything is timed.
   const size_t max_count = std::max<size_t>(1, max_bytes / esize);
   DeviceBuffer in(cq, max_count * esize), out(cq, max_count * esize);
   if (std::any_of(algos.begin(), algos.end(), [](Algo a) { return a != Algo::Lp; }))
     comm.reserve_scratch(max_count * esize);  // LP needs none
-  std::vector<char> host(max_count * esize);  // inputs made and results checked here
-  dispatch_dtype(dtype, [&](auto tag) {
-    using T = decltype(tag);
-    fill_input(reinterpret_cast<T*>(host.data()), max_count, me);
-  });
-  cq.copy_from_host(in.data(), host.data(), host.size());
+  // Inputs are made and results checked here; shared (simulated) buffers hold
+  // no real data, so they get neither.
+  std::vector<char> host(shared_buffers ? 0 : max_count * esize);
+  if (!shared_buffers) {
+    dispatch_dtype(dtype, [&](auto tag) {
+      using T = decltype(tag);
+      fill_input(reinterpret_cast<T*>(host.data()), max_count, me);
+    });
+    cq.copy_from_host(in.data(), host.data(), host.size());
+  }
 
   if (me == 0) {
     std::printf("# lpsgd bench: P=%d chain %s, links %s, window %d, device %s\n", P,
-                comm.chain().describe().c_str(), links_s.c_str(), window, dev->name().c_str());
+                comm.chain().describe().c_str(),
+                comm.chain().links() == LinksMode::Mpi ? "mpi" : "auto", window,
+                dev->name().c_str());
     std::printf("# %10s %12s %6s %5s %5s %8s %12s %8s %8s %8s %12s\n", "size", "count", "type",
                 "root", "algo", "block", "time(us)", "algbw", "busbw", "#wrong", "pred(us)");
   }
@@ -186,7 +218,7 @@ int run_bench(int argc, char** argv) {
     for (CollKind kind : ops) {
       const int r = kind == CollKind::Allreduce ? 0 : root;
       std::vector<std::vector<double>> times(algos.size());
-      std::vector<uint64_t> wrong(algos.size(), 0);
+      std::vector<int64_t> wrong(algos.size(), -1);
       std::vector<size_t> blocks(algos.size(), 0);
       for (int it = 0; it < warmup + iters; ++it) {
         for (size_t a = 0; a < algos.size(); ++a) {
@@ -195,11 +227,11 @@ int run_bench(int argc, char** argv) {
           auto h = comm.create(algos[a], args, block);
           blocks[a] = h->block_bytes();
           MPI_Barrier(comm.ctrl_comm());
-          Timer t;
+          const double t0 = MPI_Wtime();
           h->start();
           h->wait();
           cq.synchronize();
-          double dt = t.elapsed_s();
+          double dt = MPI_Wtime() - t0;  // simulated time under SMPI
           MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, comm.ctrl_comm());
           if (it >= warmup) times[a].push_back(dt);
           if (check && it == warmup + iters - 1) {
@@ -209,7 +241,7 @@ int run_bench(int argc, char** argv) {
               return count_wrong(reinterpret_cast<const T*>(host.data()), count, kind, r, P, me);
             });
             MPI_Allreduce(MPI_IN_PLACE, &w, 1, MPI_UINT64_T, MPI_SUM, comm.ctrl_comm());
-            wrong[a] = w;
+            wrong[a] = static_cast<int64_t>(w);
           }
         }
       }
@@ -234,7 +266,7 @@ int run_bench(int argc, char** argv) {
         row.busbw = row.algbw * (kind == CollKind::Allreduce ? 2.0 * (P - 1) / P : 1.0);
         row.predicted_us = 1e6 * comm.model().predict(resolved, kind, static_cast<double>(row.bytes), P, r,
                                                       static_cast<double>(rb), LinkMix::of(comm.chain()));
-        row.wrong = check ? wrong[a] : 0;
+        row.wrong = wrong[a];
         rows.push_back(row);
         if (me == 0) {
           char pred[32];
@@ -244,7 +276,7 @@ int run_bench(int argc, char** argv) {
                       cli::format_bytes(row.bytes).c_str(), static_cast<unsigned long long>(count),
                       row.dtype.c_str(), r, row.algo.c_str(),
                       row.block ? cli::format_bytes(row.block).c_str() : "-", row.time_us,
-                      row.algbw, row.busbw, check ? std::to_string(row.wrong).c_str() : "-", pred);
+                      row.algbw, row.busbw, row.wrong >= 0 ? std::to_string(row.wrong).c_str() : "-", pred);
           std::fflush(stdout);
         }
       }
@@ -254,7 +286,7 @@ int run_bench(int argc, char** argv) {
   }
 
   uint64_t total_wrong = 0;
-  for (auto& r : rows) total_wrong += r.wrong;
+  for (auto& r : rows) total_wrong += r.wrong > 0 ? static_cast<uint64_t>(r.wrong) : 0;
   if (me == 0) {
     if (!json_path.empty()) {
       std::ofstream f(json_path);

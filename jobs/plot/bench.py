@@ -2,6 +2,7 @@
 """Plots `lpsgd bench --json` rows.
 
   jobs/plot/bench.py results.json [more.json ...] --out DIR
+  jobs/plot/bench.py results.json --table      # Markdown: time (ms) vs P, largest size
 
 Writes, per collective, DIR/<op>_busbw_vs_size.png (bus bandwidth against
 message size, one line per algorithm; the largest P in the files) and, when the
@@ -97,12 +98,41 @@ def plot_ranks(rows, op, out):
     return path
 
 
+def table(rows):
+    """Markdown table of time (ms) against P at the largest size: one column
+    per (collective, algorithm), the model's prediction in parentheses."""
+    size = max(r["bytes"] for r in rows)
+    order = {k: i for i, k in enumerate(("bcast", "reduce", "allreduce", "lp", "mst", "be", "ring", "mpi"))}
+    cols = sorted({(r["op"], r["algo"]) for r in rows if r["bytes"] == size},
+                  key=lambda c: (order.get(c[0], 9), order.get(c[1], 9), c[1]))
+    cell = {(r["ranks"], r["op"], r["algo"]): r for r in rows if r["bytes"] == size}
+    ranks = sorted({p for p, _, _ in cell})
+    out = [f"time (ms) for {human(size)}B; cost model in parentheses",
+           "", "| P | " + " | ".join(f"{op} {algo}" for op, algo in cols) + " |",
+           "|---" * (len(cols) + 1) + "|"]
+    for p in ranks:
+        vals = []
+        for op, algo in cols:
+            r = cell.get((p, op, algo))
+            if r is None:
+                vals.append("")
+                continue
+            pred = r.get("predicted_us")
+            vals.append(f"{r['time_us'] / 1e3:.1f}" + (f" ({pred / 1e3:.1f})" if pred is not None else ""))
+        out.append(f"| {p} | " + " | ".join(vals) + " |")
+    return "\n".join(out)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("json", nargs="+", help="files written by lpsgd bench --json")
     ap.add_argument("--out", default=".", help="directory for the PNGs")
+    ap.add_argument("--table", action="store_true", help="print a Markdown table instead of plotting")
     args = ap.parse_args()
     rows = load(args.json)
+    if args.table:
+        print(table(rows))
+        return
     os.makedirs(args.out, exist_ok=True)
     by_op = collections.defaultdict(list)
     for r in rows:

@@ -31,6 +31,11 @@ int node_local_rank(MPI_Comm parent) {
 
 Chain::Chain(MPI_Comm parent, LinksMode links, int ranks_per_node) {
   if (ranks_per_node <= 0) ranks_per_node = ranks_per_node_from_env();
+#ifdef SMPI_SHARED_MALLOC
+  // Under SimGrid SMPI every rank is a simulated host of its own platform, with
+  // no real shared memory to build peer links on: every link is an MPI link.
+  links = LinksMode::Mpi;
+#endif
   ranks_per_node_ = ranks_per_node;
   links_ = links;
   int prank = 0, psize = 1;

@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "comm/communicator.hpp"
+#include "comm/requests.hpp"
 #include "core/error.hpp"
 #include "core/timer.hpp"
 
@@ -67,9 +68,7 @@ bool Collective::step() {
   LPSGD_CHECK(s != kFailed, "collective " << describe() << " already failed");
   comm_.check_errors();
   if (s == kHeaders) {
-    int all = 0;
-    MPI_CHECK(MPI_Testall(4, hdr_req_, &all, MPI_STATUSES_IGNORE));
-    if (!all) return false;
+    if (!test_all(hdr_req_, 4)) return false;
     const Chain& ch = comm_.chain();
     for (int side = 0; side < 2; ++side) {
       const bool present = side == 0 ? ch.has_left() : ch.has_right();
@@ -146,8 +145,38 @@ void Collective::wait(double timeout_s) {
   int idle = 0;
   while (!progress()) {
     check_stall(timeout_s);
+#ifdef SMPI_SHARED_MALLOC
+    (void)idle;
+    block_until_a_request_completes();
+#else
     if (++idle > 1000) std::this_thread::yield();  // oversubscribed ranks share cores
+#endif
   }
+}
+
+// Under SimGrid SMPI a rank that polls never lets simulated time advance (with
+// smpi/test:0 a failed MPI_Test costs nothing; with a positive cost, polling
+// adds that cost to every block). progress() returns only when nothing more can
+// move without a message completing, so the rank blocks until one of the
+// requests it waits on does: no polling, no added time. Waitany frees the
+// request it completes and leaves MPI_REQUEST_NULL, which test_request() reads
+// as complete; under SMPI that is the only way requests complete
+// (comm/requests.hpp says why).
+void Collective::block_until_a_request_completes() {
+  std::vector<MPI_Request*> pending;
+  for (auto& r : hdr_req_)
+    if (r != MPI_REQUEST_NULL) pending.push_back(&r);
+  comm_.pending_requests(pending);
+  pending_requests(pending);
+  if (pending.empty())
+    fail("collective " + describe() + " is idle with nothing in flight on rank " +
+         std::to_string(comm_.chain().pos()) + ": waiting for " + waiting_for());
+  std::vector<MPI_Request> reqs;
+  reqs.reserve(pending.size());
+  for (MPI_Request* r : pending) reqs.push_back(*r);
+  int index = MPI_UNDEFINED;
+  MPI_CHECK(MPI_Waitany(static_cast<int>(reqs.size()), reqs.data(), &index, MPI_STATUS_IGNORE));
+  if (index != MPI_UNDEFINED) *pending[static_cast<size_t>(index)] = MPI_REQUEST_NULL;
 }
 
 void Collective::finish_engine(std::exception_ptr error) {

@@ -15,6 +15,7 @@
 #include <exception>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "comm/types.hpp"
 
@@ -62,6 +63,8 @@ class Collective {
   /// What the collective waits for right now, for a stall message:
   /// e.g. "block 17 from rank 3 (left neighbour)".
   virtual std::string waiting_for() const = 0;
+  /// Adds the MPI requests of its own (beyond the links') that it waits on.
+  virtual void pending_requests(std::vector<MPI_Request*>& out) { (void)out; }
 
   Communicator& comm_;
   CollArgs args_;
@@ -74,6 +77,7 @@ class Collective {
   bool step();  // progress() without the exception plumbing
   [[noreturn]] void fail(const std::string& message);
   void check_stall(double timeout_s);
+  void block_until_a_request_completes();
   void finish_engine(std::exception_ptr error);
 
   Signature sig_{};

@@ -7,6 +7,7 @@
 #include "comm/links/device_mpi_link.hpp"
 #include "comm/links/link_builder.hpp"
 #include "comm/links/shm_link.hpp"
+#include "comm/requests.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 
@@ -41,6 +42,7 @@ Communicator::Communicator(MPI_Comm parent, Device& dev, CommOptions opts)
   std::array<double, CostModel::kParams> params = model_.params();
   MPI_CHECK(MPI_Bcast(params.data(), CostModel::kParams, MPI_DOUBLE, 0, ctrl_comm_));
   model_.set_params(params);
+  model_.window = opts_.window;
   LPSGD_DEBUG("chain " << chain_->describe());
 }
 
@@ -66,15 +68,14 @@ void Communicator::post_error_recv(int side) {
   const int tag = side == 0 ? kTagNoticeFromLeft : kTagNoticeFromRight;
   MPI_CHECK(MPI_Irecv(notice_in_[static_cast<size_t>(side)].data(), kNoticeBytes, MPI_CHAR, peer,
                       tag, ctrl_comm_, &notice_req_[static_cast<size_t>(side)]));
+  notice_posted_[static_cast<size_t>(side)] = true;
 }
 
 void Communicator::check_errors() {
   for (int side = 0; side < 2; ++side) {
-    MPI_Request& r = notice_req_[static_cast<size_t>(side)];
-    if (r == MPI_REQUEST_NULL) continue;
-    int arrived = 0;
-    MPI_CHECK(MPI_Test(&r, &arrived, MPI_STATUS_IGNORE));
-    if (!arrived) continue;
+    if (!notice_posted_[static_cast<size_t>(side)]) continue;
+    if (!test_request(notice_req_[static_cast<size_t>(side)])) continue;
+    notice_posted_[static_cast<size_t>(side)] = false;
     std::string text(notice_in_[static_cast<size_t>(side)].data(),
                      strnlen(notice_in_[static_cast<size_t>(side)].data(), kNoticeBytes));
     failed_ = true;
@@ -103,6 +104,13 @@ void Communicator::send_notice(int side, const std::string& text) {
   const int peer = chain_->pos() + (side == 0 ? -1 : 1);
   const int tag = side == 0 ? kTagNoticeFromRight : kTagNoticeFromLeft;
   MPI_Isend(buf.data(), kNoticeBytes, MPI_CHAR, peer, tag, ctrl_comm_, &req);
+}
+
+void Communicator::pending_requests(std::vector<MPI_Request*>& out) {
+  for (const auto& L : links_)
+    if (L) L->pending_requests(out);
+  for (auto& r : notice_req_)
+    if (r != MPI_REQUEST_NULL) out.push_back(&r);
 }
 
 void* Communicator::scratch(int which, size_t bytes) {

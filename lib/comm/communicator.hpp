@@ -20,6 +20,7 @@
 #include <array>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "comm/chain.hpp"
 #include "comm/collective.hpp"
@@ -89,6 +90,9 @@ class Communicator {
   /// Tells both neighbours (and through them every rank) that this rank failed.
   void report_error(const std::string& message);
   bool failed() const { return failed_; }
+  /// The MPI requests in flight on the MPI links and the error-notice receives
+  /// (for blocking waits under SMPI, see comm/requests.hpp).
+  void pending_requests(std::vector<MPI_Request*>& out);
   /// Collectives move data one at a time, in start order: c may go when no
   /// other is active and its ticket is the next one.
   bool acquire(const Collective* c) {
@@ -127,6 +131,7 @@ class Communicator {
   std::array<std::array<char, kNoticeBytes>, 2> notice_out_{};
   std::array<MPI_Request, 2> notice_req_{MPI_REQUEST_NULL, MPI_REQUEST_NULL};
   std::array<MPI_Request, 2> notice_send_{MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  std::array<bool, 2> notice_posted_{false, false};  // a completed receive reads as null
   bool failed_ = false;
   const Collective* active_ = nullptr;
 };

@@ -33,6 +33,11 @@ double lp_startup(CollKind kind, int P, int root, LinkMix mix) {
   if (D == 0) return 0;
   return (kind == CollKind::Allreduce ? 2.0 * D - 1 : D - 1.0) + (mix.shm ? 1.0 : 0.0);
 }
+// Chain neighbours of the centre (the root, or the allreduce turning point).
+int centre_sides(CollKind kind, int P, int root) {
+  const int c = kind == CollKind::Allreduce ? (P - 1) / 2 : root;
+  return (c > 0 ? 1 : 0) + (c < P - 1 ? 1 : 0);
+}
 }  // namespace
 
 LinkMix LinkMix::of(const Chain& c) {
@@ -56,6 +61,44 @@ double CostModel::lp_beta(LinkMix m) const {
   return std::max(m.shm ? beta_shm : 0.0, m.mpi ? beta_mpi : 0.0);
 }
 
+// The steady-state time per block of the busiest resource (see the header).
+double CostModel::lp_period(CollKind kind, int P, int root, double b, LinkMix m) const {
+  const int sides = centre_sides(kind, P, root);
+  double p = 0;
+  if (m.mpi) {
+    // Streams into the busiest NIC and reductions per block on its rank.
+    int s = sides, r = 0;
+    if (kind == CollKind::Reduce) r = sides;
+    if (kind == CollKind::Allreduce) {
+      s = P > 2 ? 2 : 1;
+      r = sides;
+    }
+    const double link = alpha_mpi + s * b * beta_mpi, compute = r * b * gamma;
+    p = std::max(p, window > 1 ? std::max(link, compute) : link + compute);
+  }
+  if (m.shm) {
+    // Work per block of the busiest rank, in copies (c = β_shm/2) and reductions.
+    const double c = beta_shm / 2;
+    double work = 0;
+    switch (kind) {
+      case CollKind::Bcast:  // inner rank: slot -> out, out -> next slot; root: one copy per side (+ in -> out)
+        work = std::max(2 * c, (1 + sides) * c);
+        break;
+      case CollKind::Reduce:  // end: in -> slot; inner: slot + in -> next slot; root: one reduction per side
+        work = std::max(c, sides * gamma);
+        break;
+      case CollKind::Allreduce:  // centre: per side a reduction and a copy of the result into the slot
+        work = P > 2 ? std::max(gamma + 2 * c, sides * (gamma + c)) : std::max(2 * c, gamma + c);
+        break;
+    }
+    // W = 1: sender and receiver take turns on each slot, so a block's copies
+    // (β_shm) and reduction follow one another.
+    if (window <= 1) work = beta_shm + (kind == CollKind::Bcast ? 0.0 : gamma);
+    p = std::max(p, alpha_shm + b * work);
+  }
+  return p;
+}
+
 double CostModel::predict(Algo algo, CollKind kind, double n, int P, int root, double block,
                           LinkMix mix) const {
   if (!supports(algo, kind)) return std::numeric_limits<double>::infinity();
@@ -65,11 +108,10 @@ double CostModel::predict(Algo algo, CollKind kind, double n, int P, int root, d
   const double frac = (P - 1.0) / P;
   switch (algo) {
     case Algo::Lp: {
-      const double la = lp_alpha(mix), lb = lp_beta(mix);
       const double b = std::max(1.0, std::min(block, n));
       const double k = std::ceil(n / b);
-      const double per_byte = kind == CollKind::Bcast ? lb : lb + g;
-      return (lp_startup(kind, P, root, mix) + k) * (la + b * per_byte);
+      const double hop = lp_alpha(mix) + b * (lp_beta(mix) + (kind == CollKind::Bcast ? 0.0 : g));
+      return lp_startup(kind, P, root, mix) * hop + k * lp_period(kind, P, root, b, mix);
     }
     case Algo::Mst: {
       const double L = log2ceil(P);
@@ -154,7 +196,9 @@ CostModel CostModel::load_or_default(const std::string& path_in) {
     } catch (const std::exception&) {
       LPSGD_THROW(path << ":" << lineno << ": bad number in '" << line << "'");
     }
-    LPSGD_CHECK(v > 0 && std::isfinite(v), path << ":" << lineno << ": " << key << " must be positive");
+    // γ may be 0: reductions free, the pure α-β model (e.g. a simulated network alone).
+    LPSGD_CHECK(std::isfinite(v) && (v > 0 || (v == 0 && key == "gamma")),
+                path << ":" << lineno << ": " << key << " must be positive");
     if (key == "alpha_shm") m.alpha_shm = v;
     else if (key == "beta_shm") m.beta_shm = v;
     else if (key == "alpha_mpi") m.alpha_mpi = v;

@@ -5,15 +5,29 @@
 //   β  time per byte on a link (s/B)              per link kind: shm, mpi
 //   γ  time per byte of a reduce step (s/B)       per device
 //
-// LP on a chain with depth D (hops from the farthest rank to the centre) and
-// k = ⌈n/b⌉ blocks takes (S + k)(α + bβ [+ bγ]) with S = D−1 (bcast, reduce) or
-// 2D−1 (allreduce: reduce to the middle, broadcast back out), plus one when the
-// chain has peer links (the sender's copy into its slot is a stage of its own).
-// Minimising over b
-// gives b* = √(nα / (S(β[+γ]))). Baselines: MST ⌈log P⌉(α + nβ); BE
-// (scatter/reduce-scatter + allgather) ≈ 2 log P α + 2 n(P−1)/P β; ring
-// allreduce 2(P−1)(α + nβ/P). Calibrated numbers come from `lpsgd bench
-// --calibrate`, which writes the file read here.
+// LP is a pipeline: with k = ⌈n/b⌉ blocks it takes T = S·h + k·p, where
+//   h = α + b(β [+ γ])  one block crossing one hop (+γ where the hop ends in a
+//                       reduction): the start-up cost of a stage;
+//   S = D−1 (bcast, reduce) or 2D−1 (allreduce: reduce to the middle, broadcast
+//       back out), D the depth (hops from the farthest rank to the centre),
+//       plus one when the chain has peer links (the sender's copy into its slot
+//       is a stage of its own);
+//   p = the steady-state period: the busiest resource's time per block.
+// The period is where the stages' costs combine. On MPI links a node has one
+// full-duplex NIC: a rank that receives s streams at once (a bcast/reduce root
+// with neighbours on both sides; every inner rank of an allreduce, which takes
+// partial sums from one side and results from the other) moves s·b bytes per
+// block through it, and the allreduce centre also makes r = 2 reductions per
+// block. With one block in flight per link (W = 1) a rank receives, reduces
+// and only then posts the next receive: p = α + s·bβ + r·bγ. With W ≥ 2 the
+// next block arrives while the current one is reduced: p = max(α + s·bβ, r·bγ).
+// On peer links the "transfer" is CPU work: a copy into the slot and one out
+// (β_shm per byte covers both, so a copy is β_shm/2), and a reduction reads the
+// neighbour's slot in place instead; p is the busiest rank's work per block.
+// Minimising S·h + k·α over b gives b* = √(nα / (S(β[+γ]))).
+// Baselines: MST ⌈log P⌉(α + nβ); BE (scatter/reduce-scatter + allgather)
+// ≈ 2 log P α + 2 n(P−1)/P β; ring allreduce 2(P−1)(α + nβ/P). Calibrated
+// numbers come from `lpsgd bench --calibrate`, which writes the file read here.
 #pragma once
 
 #include <array>
@@ -39,6 +53,9 @@ class CostModel {
   double alpha_shm = 1.0e-6, beta_shm = 1.0 / 5e9;
   double alpha_mpi = 3.0e-6, beta_mpi = 1.0 / 3e9;
   double gamma = 1.0 / 4e9;
+  /// LP blocks in flight per link (the communicator's W): not calibrated, but
+  /// it decides whether receiving and reducing overlap.
+  int window = 1;
 
   /// Reads `path` (or $LPSGD_CALIBRATION when path is empty); defaults if absent.
   static CostModel load_or_default(const std::string& path);
@@ -70,6 +87,7 @@ class CostModel {
  private:
   double lp_alpha(LinkMix m) const;
   double lp_beta(LinkMix m) const;
+  double lp_period(CollKind kind, int P, int root, double b, LinkMix m) const;
 };
 
 /// Does `algo` implement `kind`? (ring: allreduce only.)

@@ -8,8 +8,11 @@
 // same way because every rank runs the same collectives in the same order.
 #pragma once
 
+#include <mpi.h>
+
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "comm/types.hpp"
 
@@ -49,6 +52,10 @@ class Link {
     if (seq != released_) out_of_order(seq);
     released_ = seq + 1;
   }
+
+  /// Adds the MPI requests still in flight (links over MPI), so an idle wait
+  /// can block on them (the SimGrid build) instead of polling.
+  virtual void pending_requests(std::vector<MPI_Request*>& out) { (void)out; }
 
   /// Blocks sent / received over the link's life; collectives number their
   /// blocks from these and advance them when they finish.

@@ -38,6 +38,11 @@ if /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
   else
     echo "FAIL: jobs/plot/bench.py:"; cat "$tmp/plot.out"; fails=$((fails + 1))
   fi
+  if "$plot" "$tmp/r.json" --table >"$tmp/table.md" 2>&1 && grep -q '^| 5 | .*[0-9]' "$tmp/table.md"; then
+    echo "ok: jobs/plot/bench.py --table"
+  else
+    echo "FAIL: jobs/plot/bench.py --table:"; cat "$tmp/table.md"; fails=$((fails + 1))
+  fi
 else
   echo "skip: no matplotlib for /usr/bin/python3"
 fi
@@ -57,4 +62,5 @@ else
   echo "skip: --device cuda errors (a GPU is visible)"
 fi
 expect_error 2 "calibrate measures the CPU" -- "$LPSGD" bench --device cuda --calibrate
+expect_error 2 "needs the SimGrid build" -- "$LPSGD" bench --shared-buffers
 finish

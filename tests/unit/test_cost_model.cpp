@@ -1,6 +1,7 @@
 // The cost model's formulas against their closed forms at small P.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -27,17 +28,52 @@ TEST(CostModel, LpBcastIsDepthPlusBlocks) {
   // P=4, root 0: depth 3, k = 10 blocks of 100 B: (3 - 1 + 10)(α + bβ).
   EXPECT_DOUBLE_EQ(m.predict(Algo::Lp, CollKind::Bcast, 1000, 4, 0, 100, kMpi),
                    12 * (2e-6 + 100 * 8e-10));
-  // Root in the middle halves the depth: P=5 root 2 -> depth 2.
+  // Root in the middle halves the depth (P=5 root 2: depth 2, one start-up
+  // hop) but sends two streams through its one NIC: each block takes 2bβ.
   EXPECT_DOUBLE_EQ(m.predict(Algo::Lp, CollKind::Bcast, 1000, 5, 2, 100, kMpi),
-                   11 * (2e-6 + 100 * 8e-10));
+                   1 * (2e-6 + 100 * 8e-10) + 10 * (2e-6 + 2 * 100 * 8e-10));
 }
 
 TEST(CostModel, LpAllreduceTurnsAroundInTheMiddle) {
-  const CostModel m = model();
-  // P=5: centre 2, depth 2: (2·2 − 1 + k)(α + b(β+γ)).
-  EXPECT_DOUBLE_EQ(m.predict(Algo::Lp, CollKind::Allreduce, 1000, 5, 0, 250, kMpi),
-                   (3 + 4) * (2e-6 + 250 * (8e-10 + 2e-10)));
+  CostModel m = model();
+  const double a = 2e-6, b = 8e-10, g = 2e-10, blk = 250;
+  const double hop = a + blk * (b + g);
+  // P=5: centre 2, depth 2, start-up 2·2 − 1 = 3 hops, k = 4 blocks. Every
+  // inner rank's NIC carries partial sums one way and results the other (two
+  // streams), and the centre reduces both sides' partials: with W = 1 a block
+  // is received, then reduced, so p = α + 2bβ + 2bγ.
+  EXPECT_DOUBLE_EQ(m.predict(Algo::Lp, CollKind::Allreduce, 1000, 5, 0, blk, kMpi),
+                   3 * hop + 4 * (a + 2 * blk * b + 2 * blk * g));
+  // W >= 2: the next block arrives while this one is reduced, p = max(link, reductions).
+  m.window = 2;
+  EXPECT_DOUBLE_EQ(m.predict(Algo::Lp, CollKind::Allreduce, 1000, 5, 0, blk, kMpi),
+                   3 * hop + 4 * std::max(a + 2 * blk * b, 2 * blk * g));
+  m.gamma = 1e-8;  // reductions slower than the link: they set the pace
+  EXPECT_DOUBLE_EQ(m.predict(Algo::Lp, CollKind::Allreduce, 1000, 5, 0, blk, kMpi),
+                   3 * (a + blk * (b + 1e-8)) + 4 * 2 * blk * 1e-8);
+  // P=2: one stream each way, one reduction: (1 + k)(α + b(β+γ)) with W = 1.
+  m = model();
+  EXPECT_DOUBLE_EQ(m.predict(Algo::Lp, CollKind::Allreduce, 1000, 2, 0, blk, kMpi), 5 * hop);
   EXPECT_DOUBLE_EQ(m.predict(Algo::Lp, CollKind::Allreduce, 1000, 1, 0, 250, kMpi), 0.0);
+}
+
+TEST(CostModel, LpOnPeerLinksCountsEachRanksCopiesAndReductions) {
+  CostModel m = model();
+  m.window = 4;
+  const LinkMix shm{true, false};
+  const double a = 1e-6, c = 1e-10 / 2, g = 2e-10, blk = 100;  // a copy is β_shm / 2
+  // P=2 reduce to 0: rank 1 copies its block into the slot (c per byte), rank
+  // 0 adds the slot to its own block (γ): the slower sets the period. One
+  // start-up hop for the slot copy.
+  EXPECT_DOUBLE_EQ(m.predict(Algo::Lp, CollKind::Reduce, 1000, 2, 0, blk, shm),
+                   (a + blk * (2 * c + g)) + 10 * (a + blk * std::max(c, g)));
+  // P=2 allreduce: rank 1 copies in and out of slots (2c), rank 0 reduces and
+  // copies the result into the slot (γ + c).
+  EXPECT_DOUBLE_EQ(m.predict(Algo::Lp, CollKind::Allreduce, 1000, 2, 0, blk, shm),
+                   2 * (a + blk * (2 * c + g)) + 10 * (a + blk * std::max(2 * c, g + c)));
+  // Bcast from an end: an inner rank copies each block out of one slot and into the next.
+  EXPECT_DOUBLE_EQ(m.predict(Algo::Lp, CollKind::Bcast, 1000, 4, 0, blk, shm),
+                   3 * (a + blk * 2 * c) + 10 * (a + blk * 2 * c));
 }
 
 TEST(CostModel, BestBlockMinimisesThePrediction) {
@@ -70,8 +106,13 @@ TEST(CostModel, BaselinesClosedForms) {
 
 TEST(CostModel, AutoPicksLpForLargeAndATreeForTinyMessages) {
   const CostModel m = model();
-  EXPECT_EQ(m.best_algo(CollKind::Allreduce, 64.0 * 1024 * 1024, 64, 0, kMpi), Algo::Lp);
   EXPECT_EQ(m.best_algo(CollKind::Bcast, 64.0 * 1024 * 1024, 256, 0, kMpi), Algo::Lp);
+  EXPECT_EQ(m.best_algo(CollKind::Reduce, 64.0 * 1024 * 1024, 64, 0, kMpi), Algo::Lp);
+  EXPECT_EQ(m.best_algo(CollKind::Allreduce, 64.0 * 1024 * 1024, 8, 0, LinkMix{true, false}), Algo::Lp);
+  // Across nodes with one NIC each, an allreduce must move 2n(P−1)/P bytes
+  // through every NIC whatever the algorithm; LP's inner ranks carry 2n and
+  // its pipeline adds start-up, so bidirectional exchange is the cheaper one.
+  EXPECT_EQ(m.best_algo(CollKind::Allreduce, 64.0 * 1024 * 1024, 64, 0, kMpi), Algo::Be);
   EXPECT_NE(m.best_algo(CollKind::Allreduce, 8, 64, 0, kMpi), Algo::Lp);
 }
 

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "comm/communicator.hpp"
+#include "comm/requests.hpp"
 #include "core/error.hpp"
 
 namespace lpsgd::comm {
@@ -100,10 +101,7 @@ bool ScheduleCollective::on_progress(bool& moved) {
       posted_ = true;
       moved = true;
     }
-    int all = 1;
-    if (!reqs_.empty())
-      MPI_CHECK(MPI_Testall(static_cast<int>(reqs_.size()), reqs_.data(), &all, MPI_STATUSES_IGNORE));
-    if (!all) return false;
+    if (!test_all(reqs_.data(), reqs_.size())) return false;
     if (comm_.stages_through_host())
       for (const Xfer& x : s.recvs) comm_.device().copy_from_host(ptr(x.r), host(x.r), x.r.len * esize_);
     run_local(s);
@@ -112,6 +110,11 @@ bool ScheduleCollective::on_progress(bool& moved) {
     moved = true;
   }
   return true;
+}
+
+void ScheduleCollective::pending_requests(std::vector<MPI_Request*>& out) {
+  for (auto& r : reqs_)
+    if (r != MPI_REQUEST_NULL) out.push_back(&r);
 }
 
 std::string ScheduleCollective::waiting_for() const {

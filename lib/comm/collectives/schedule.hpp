@@ -69,6 +69,7 @@ class ScheduleCollective final : public Collective {
   void on_start() override {}
   bool on_progress(bool& moved) override;
   std::string waiting_for() const override;
+  void pending_requests(std::vector<MPI_Request*>& out) override;
   void post(const Step& s);
   void run_local(const Step& s);
   char* ptr(const Region& r) const;

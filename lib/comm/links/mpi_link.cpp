@@ -2,6 +2,7 @@
 
 #include <climits>
 
+#include "comm/requests.hpp"
 #include "core/error.hpp"
 
 namespace lpsgd::comm {
@@ -36,11 +37,7 @@ MpiLink::~MpiLink() {
 }
 
 bool MpiLink::can_send(uint64_t seq) {
-  MPI_Request& r = send_req_[slot(seq)];
-  if (r == MPI_REQUEST_NULL) return true;
-  int done = 0;
-  MPI_CHECK(MPI_Test(&r, &done, MPI_STATUS_IGNORE));
-  return done != 0;
+  return test_request(send_req_[slot(seq)]);
 }
 
 void* MpiLink::send_slot(uint64_t seq) {
@@ -75,13 +72,19 @@ void MpiLink::post_recv(uint64_t seq, size_t bytes, void* dst) {
   MPI_CHECK(MPI_Irecv(p, static_cast<int>(bytes), MPI_BYTE, peer_, tag_in_, comm_, &recv_req_[s]));
 }
 
+void MpiLink::pending_requests(std::vector<MPI_Request*>& out) {
+  for (auto& r : send_req_)
+    if (r != MPI_REQUEST_NULL) out.push_back(&r);
+  for (auto& r : recv_req_)
+    if (r != MPI_REQUEST_NULL) out.push_back(&r);
+}
+
 const void* MpiLink::test_recv(uint64_t seq) {
   const size_t s = slot(seq);
   if (recv_seq_[s] != seq) return nullptr;  // not posted yet
   if (!recv_arrived_[s]) {
-    int done = 0;
-    MPI_CHECK(MPI_Test(&recv_req_[s], &done, MPI_STATUS_IGNORE));
-    if (!done) return nullptr;
+    // (A request completed by a blocking wait elsewhere is null: complete.)
+    if (!test_request(recv_req_[s])) return nullptr;
     recv_arrived_[s] = 1;
   }
   return recv_ptr_[s];

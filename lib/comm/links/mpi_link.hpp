@@ -26,6 +26,8 @@ class MpiLink final : public Link {
   bool send_done(uint64_t seq) override;
   void post_recv(uint64_t seq, size_t bytes, void* dst) override;
   const void* test_recv(uint64_t seq) override;
+  /// Adds the requests still in flight (sends and receives not yet seen complete).
+  void pending_requests(std::vector<MPI_Request*>& out) override;
 
  private:
   size_t slot(uint64_t seq) const { return static_cast<size_t>(seq % static_cast<uint64_t>(window_)); }

@@ -6,7 +6,7 @@
 
 namespace lpsgd {
 
-class CpuDevice final : public Device {
+class CpuDevice : public Device {
  public:
   DeviceKind kind() const override { return DeviceKind::Cpu; }
   std::string name() const override { return "cpu"; }
