@@ -51,11 +51,14 @@ void ProgressEngine::loop() {
     }
     // Start everything queued (posts the signature exchanges early), then
     // drive them in order; a later one moves data only after the earlier ones.
-    bool any_done = false, moved = false;
+    bool any_done = false, moved = false, opaque = false;
     for (auto it = mine.begin(); it != mine.end();) {
       Collective* c = *it;
       try {
         if (c->state_.load() == Collective::kIdle) c->start();
+        // The MPI library's own collectives progress only inside MPI calls and
+        // report nothing until done: never slow their polling down.
+        opaque = opaque || c->algo() == Algo::Mpi;
         const double before = c->last_move_s_;
         const bool finished = c->progress();
         moved = moved || c->last_move_s_ != before;
@@ -76,8 +79,9 @@ void ProgressEngine::loop() {
     // Back off while nothing moves (the peers are still computing): a spinning
     // engine takes a core from the rank's own compute when cores are scarce.
     // Spin (yield) first, so a pipeline that is moving keeps its latency.
-    if (any_done || moved) {
+    if (any_done || moved || opaque) {
       idle_passes = 0;
+      if (!any_done && !moved) std::this_thread::yield();
     } else if (++idle_passes < kSpinPasses) {
       std::this_thread::yield();
     } else {
