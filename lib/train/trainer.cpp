@@ -58,26 +58,21 @@ extern "C" void on_stop_signal(int sig) {
   g_signal.store(sig);
 }
 
-class SignalGuard {
- public:
-  SignalGuard() {
+// Installed once, for the rest of the process: a signal that arrives after
+// training ended (while the job winds down) must not kill a run that has
+// already finished and saved; it just sets a flag nobody reads any more.
+void install_stop_handlers() {
+  static const bool installed = [] {
     struct sigaction sa {};
     sa.sa_handler = on_stop_signal;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;
-    sigaction(SIGUSR1, &sa, &old_usr1_);
-    sigaction(SIGTERM, &sa, &old_term_);
-  }
-  ~SignalGuard() {
-    sigaction(SIGUSR1, &old_usr1_, nullptr);
-    sigaction(SIGTERM, &old_term_, nullptr);
-  }
-  SignalGuard(const SignalGuard&) = delete;
-  SignalGuard& operator=(const SignalGuard&) = delete;
-
- private:
-  struct sigaction old_usr1_ {}, old_term_ {};
-};
+    sigaction(SIGUSR1, &sa, nullptr);
+    sigaction(SIGTERM, &sa, nullptr);
+    return true;
+  }();
+  (void)installed;
+}
 
 const char* signal_name(int sig) {
   switch (sig) {
@@ -185,7 +180,6 @@ class Run {
   nn::LossStats last_test_;
   std::string last_checksum_;
   // Checkpoints.
-  std::unique_ptr<SignalGuard> signals_;
   int64_t last_ckpt_step_ = -1;
   double last_ckpt_time_ = 0;
   std::vector<float> host_state_;
@@ -275,7 +269,7 @@ Run::Run(Device& dev, const TrainConfig& cfg) : dev_(dev), cfg_(cfg), bar_(cfg.p
     if (!(cfg_.checkpoint_every_minutes >= 0))
       LPSGD_USAGE_ERROR("--checkpoint-every-minutes must be >= 0");
     host_state_.resize(model_->param_count());
-    signals_ = std::make_unique<SignalGuard>();
+    install_stop_handlers();
   }
   if (cfg_.resume.empty()) LPSGD_USAGE_ERROR("--resume must be auto, none or a checkpoint file");
   const bool resumed = resume();

@@ -195,22 +195,21 @@ straight() {
     --checkpoint-dir "$tmp/straight/checkpoints" --resume auto \
     --metrics "$tmp/straight/metrics.jsonl" >"$tmp/straight.out" 2>&1 </dev/null
 }
-# The signal must land mid-run: size the run to about 12 s on 2 ranks, whatever
-# this machine's speed, from short runs (10x longer until one takes 3 s).
+# The signal must land mid-run: size the run to about 12 s of training on 2
+# ranks, whatever this machine's speed, from the per-step time (training,
+# evaluation and checkpoints; start-up excluded) of a short probe run.
 ms() { echo $((${EPOCHREALTIME/./} / 1000)); }
-steps=100
-while :; do
-  write_config $steps
-  t0=$(ms)
-  straight || { fail "straight run"; cat "$tmp/straight.out"; exit 1; }
-  took=$(($(ms) - t0))
-  ((took < 3000 && steps < 100000)) || break
-  steps=$((steps * 10))
-done
-steps=$((steps * 12000 / took / 10 * 10))
-((steps < 100)) && steps=100
-echo "note: sized to $steps steps (the last short run took $took ms)"
-write_config $steps
+steps=500
+write_config "$steps"
+straight || { fail "probe run"; cat "$tmp/straight.out"; exit 1; }
+per_step_ms=$(/usr/bin/python3 -c '
+import json, sys
+r = [json.loads(l) for l in open(sys.argv[1]) if l.strip()][-1]
+print(max(0.05, 1e3 * (r["train_s"] + r["eval_s"] + r["ckpt_s"]) / r["step"]))' "$tmp/straight/metrics.jsonl")
+steps=$(/usr/bin/python3 -c "print(max(200, int(12000 / $per_step_ms) // 10 * 10))")
+took=$per_step_ms
+echo "note: sized to $steps steps ($took ms per step in the probe run)"
+write_config "$steps"
 t0=$(ms)
 straight || { fail "straight run"; cat "$tmp/straight.out"; exit 1; }
 echo "note: straight run of $steps steps took $(($(ms) - t0)) ms"
