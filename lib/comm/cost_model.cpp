@@ -47,6 +47,10 @@ LinkMix LinkMix::of(const Chain& c) {
   for (int p = 0; p + 1 < c.size(); ++p) same_node_pair |= c.node_of(p) == c.node_of(p + 1);
   m.shm = c.links() == LinksMode::Auto && same_node_pair;
   m.mpi = c.links() == LinksMode::Mpi || c.nodes() > 1 || !m.shm;
+  for (int p = 0, run = 0; p < c.size(); ++p) {
+    run = p > 0 && c.node_of(p) == c.node_of(p - 1) ? run + 1 : 1;
+    m.node_ranks = std::max(m.node_ranks, run);
+  }
   return m;
 }
 
@@ -77,24 +81,29 @@ double CostModel::lp_period(CollKind kind, int P, int root, double b, LinkMix m)
     p = std::max(p, window > 1 ? std::max(link, compute) : link + compute);
   }
   if (m.shm) {
-    // Work per block of the busiest rank, in copies (c = β_shm/2) and reductions.
+    // Each rank's work per byte of a block, in copies (c = β_shm/2) and
+    // reductions; the ranks of a node stream through one memory, so the node
+    // moves their sum per block (β_shm and γ are each measured alone).
     const double c = beta_shm / 2;
-    double work = 0;
-    switch (kind) {
-      case CollKind::Bcast:  // inner rank: slot -> out, out -> next slot; root: one copy per side (+ in -> out)
-        work = std::max(2 * c, (1 + sides) * c);
-        break;
-      case CollKind::Reduce:  // end: in -> slot; inner: slot + in -> next slot; root: one reduction per side
-        work = std::max(c, sides * gamma);
-        break;
-      case CollKind::Allreduce:  // centre: per side a reduction and a copy of the result into the slot
-        work = P > 2 ? std::max(gamma + 2 * c, sides * (gamma + c)) : std::max(2 * c, gamma + c);
-        break;
+    const int centre = kind == CollKind::Allreduce ? (P - 1) / 2 : root;
+    auto work = [&](bool is_centre, bool is_end) {
+      switch (kind) {
+        case CollKind::Bcast:  // in -> out, then out -> each outer slot; others: slot -> out (-> next slot)
+          return is_centre ? (1 + sides) * c : (is_end ? c : 2 * c);
+        case CollKind::Reduce:  // slot + in -> next slot (or out); the far ends copy in -> slot
+          return is_centre ? sides * gamma : (is_end ? c : gamma);
+        case CollKind::Allreduce:  // partial up, result back: the centre reduces and copies per side
+          return is_centre ? sides * (gamma + c) : (is_end ? 2 * c : gamma + 2 * c);
+      }
+      return 0.0;
+    };
+    double node = 0;
+    if (m.mpi) {  // several nodes: a node's ranks are mostly inner ranks
+      node = std::max(1, m.node_ranks) * work(false, false);
+    } else {      // one node: every rank of the chain
+      for (int q = 0; q < P; ++q) node += work(q == centre, q == 0 || q == P - 1);
     }
-    // W = 1: sender and receiver take turns on each slot, so a block's copies
-    // (β_shm) and reduction follow one another.
-    if (window <= 1) work = beta_shm + (kind == CollKind::Bcast ? 0.0 : gamma);
-    p = std::max(p, alpha_shm + b * work);
+    p = std::max(p, alpha_shm + b * node);
   }
   return p;
 }
@@ -106,6 +115,12 @@ double CostModel::predict(Algo algo, CollKind kind, double n, int P, int root, d
   if (P <= 1 || n <= 0) return 0.0;
   const double a = alpha_mpi, bt = beta_mpi, g = gamma;
   const double frac = (P - 1.0) / P;
+  // The baselines' messages go through MPI. Across nodes each rank has its own
+  // link; on one node they are copies through the memory all ranks share, and
+  // β_mpi, γ are measured one pair at a time: there the bytes every rank moves
+  // add up (nm for BE and ring, whose ranks all move data in every round).
+  const bool one_node = mix.shm && !mix.mpi;
+  const double nm = one_node ? n * P : n;
   switch (algo) {
     case Algo::Lp: {
       const double b = std::max(1.0, std::min(block, n));
@@ -114,23 +129,25 @@ double CostModel::predict(Algo algo, CollKind kind, double n, int P, int root, d
       return lp_startup(kind, P, root, mix) * hop + k * lp_period(kind, P, root, b, mix);
     }
     case Algo::Mst: {
-      const double L = log2ceil(P);
-      const double bcast = L * (a + n * bt), reduce = L * (a + n * (bt + g));
+      // One node: every message is a copy through the shared memory, so the
+      // P − 1 messages' bytes add up instead of overlapping in log P rounds.
+      const double L = log2ceil(P), Ln = one_node ? P - 1.0 : L;
+      const double bcast = L * a + Ln * n * bt, reduce = L * a + Ln * n * (bt + g);
       return kind == CollKind::Bcast ? bcast : kind == CollKind::Reduce ? reduce : bcast + reduce;
     }
     case Algo::Be: {
       const int p2 = pof2_floor(P);
       const double L2 = std::log2(static_cast<double>(p2));
       const double f2 = (p2 - 1.0) / p2;
-      const double fold = P != p2 ? a + n * (bt + g) : 0.0;  // extra ranks fold in
+      const double fold = P != p2 ? a + nm * (bt + g) : 0.0;  // extra ranks fold in
       if (kind == CollKind::Bcast)  // binomial scatter + ring allgather
-        return log2ceil(P) * a + frac * n * bt + (P - 1) * a + frac * n * bt;
+        return log2ceil(P) * a + frac * nm * bt + (P - 1) * a + frac * nm * bt;
       if (kind == CollKind::Reduce)  // reduce-scatter + gather to the root
-        return fold + L2 * a + f2 * n * (bt + g) + a + f2 * n * bt;
-      return fold + 2 * L2 * a + 2 * f2 * n * bt + f2 * n * g + (P != p2 ? a + n * bt : 0.0);
+        return fold + L2 * a + f2 * nm * (bt + g) + a + f2 * nm * bt;
+      return fold + 2 * L2 * a + 2 * f2 * nm * bt + f2 * nm * g + (P != p2 ? a + nm * bt : 0.0);
     }
     case Algo::Ring:
-      return 2 * (P - 1) * (a + n / P * bt) + frac * n * g;
+      return 2 * (P - 1) * (a + nm / P * bt) + frac * nm * g;
     default:
       return std::numeric_limits<double>::quiet_NaN();
   }

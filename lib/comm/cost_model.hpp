@@ -23,7 +23,10 @@
 // next block arrives while the current one is reduced: p = max(α + s·bβ, r·bγ).
 // On peer links the "transfer" is CPU work: a copy into the slot and one out
 // (β_shm per byte covers both, so a copy is β_shm/2), and a reduction reads the
-// neighbour's slot in place instead; p is the busiest rank's work per block.
+// neighbour's slot in place instead. Large collectives stream through memory,
+// which the ranks of a node share: p is the node's total work per block (a
+// 2-rank bcast: the root copies in -> out -> slot, the other slot -> out, 3
+// copies). Calibration measures β_shm and γ on buffers out of cache.
 // Minimising S·h + k·α over b gives b* = √(nα / (S(β[+γ]))).
 // Baselines: MST ⌈log P⌉(α + nβ); BE (scatter/reduce-scatter + allgather)
 // ≈ 2 log P α + 2 n(P−1)/P β; ring allreduce 2(P−1)(α + nβ/P). Calibrated
@@ -44,6 +47,7 @@ class Chain;
 struct LinkMix {
   bool shm = false;
   bool mpi = true;
+  int node_ranks = 1;  ///< most ranks on one node (they share its memory)
   static LinkMix of(const Chain& chain);
 };
 

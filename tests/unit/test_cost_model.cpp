@@ -57,23 +57,29 @@ TEST(CostModel, LpAllreduceTurnsAroundInTheMiddle) {
   EXPECT_DOUBLE_EQ(m.predict(Algo::Lp, CollKind::Allreduce, 1000, 1, 0, 250, kMpi), 0.0);
 }
 
-TEST(CostModel, LpOnPeerLinksCountsEachRanksCopiesAndReductions) {
+TEST(CostModel, LpOnPeerLinksCountsTheNodesCopiesAndReductions) {
   CostModel m = model();
   m.window = 4;
   const LinkMix shm{true, false};
   const double a = 1e-6, c = 1e-10 / 2, g = 2e-10, blk = 100;  // a copy is β_shm / 2
-  // P=2 reduce to 0: rank 1 copies its block into the slot (c per byte), rank
-  // 0 adds the slot to its own block (γ): the slower sets the period. One
-  // start-up hop for the slot copy.
+  // The ranks of a node stream through one memory: the period is their summed
+  // work per block. P=2 reduce to 0: rank 1 copies its block into the slot
+  // (c), rank 0 adds the slot to its own block (γ). One start-up hop.
   EXPECT_DOUBLE_EQ(m.predict(Algo::Lp, CollKind::Reduce, 1000, 2, 0, blk, shm),
-                   (a + blk * (2 * c + g)) + 10 * (a + blk * std::max(c, g)));
+                   (a + blk * (2 * c + g)) + 10 * (a + blk * (c + g)));
   // P=2 allreduce: rank 1 copies in and out of slots (2c), rank 0 reduces and
   // copies the result into the slot (γ + c).
   EXPECT_DOUBLE_EQ(m.predict(Algo::Lp, CollKind::Allreduce, 1000, 2, 0, blk, shm),
-                   2 * (a + blk * (2 * c + g)) + 10 * (a + blk * std::max(2 * c, g + c)));
-  // Bcast from an end: an inner rank copies each block out of one slot and into the next.
+                   2 * (a + blk * (2 * c + g)) + 10 * (a + blk * (3 * c + g)));
+  // P=4 bcast from 0: root in -> out -> slot (2c), two inner ranks slot -> out
+  // -> slot (2c each), the end slot -> out (c): 7c per byte of a block.
   EXPECT_DOUBLE_EQ(m.predict(Algo::Lp, CollKind::Bcast, 1000, 4, 0, blk, shm),
-                   3 * (a + blk * 2 * c) + 10 * (a + blk * 2 * c));
+                   3 * (a + blk * 2 * c) + 10 * (a + blk * 7 * c));
+  // Several nodes of 3 ranks: a node's inner ranks set the pace, unless the MPI link is slower.
+  const LinkMix mixed{true, true, 3};
+  EXPECT_DOUBLE_EQ(m.predict(Algo::Lp, CollKind::Reduce, 1000, 6, 0, blk, mixed),
+                   (2e-6 + blk * (8e-10 + g)) * 5 +
+                       10 * std::max({2e-6 + blk * 8e-10, blk * g, a + blk * 3 * g}));
 }
 
 TEST(CostModel, BestBlockMinimisesThePrediction) {
@@ -100,6 +106,13 @@ TEST(CostModel, BaselinesClosedForms) {
                    2 * 3 * (a + n / 4 * b) + 0.75 * n * g);
   EXPECT_DOUBLE_EQ(m.predict(Algo::Be, CollKind::Allreduce, n, 4, 0, 0, kMpi),
                    2 * 2 * a + 2 * 0.75 * n * b + 0.75 * n * g);
+  // On one node the messages are copies through shared memory and every
+  // rank's bytes add up: BE's ranks all move data each round (× P), the
+  // binomial tree's P − 1 messages no longer overlap.
+  const LinkMix one_node{true, false};
+  EXPECT_DOUBLE_EQ(m.predict(Algo::Be, CollKind::Allreduce, n, 4, 0, 0, one_node),
+                   2 * 2 * a + 2 * 0.75 * 4 * n * b + 0.75 * 4 * n * g);
+  EXPECT_DOUBLE_EQ(m.predict(Algo::Mst, CollKind::Bcast, n, 8, 0, 0, one_node), 3 * a + 7 * n * b);
   EXPECT_TRUE(std::isinf(m.predict(Algo::Ring, CollKind::Bcast, n, 4, 0, 0, kMpi)));
   EXPECT_TRUE(std::isnan(m.predict(Algo::Mpi, CollKind::Bcast, n, 4, 0, 0, kMpi)));
 }
