@@ -15,46 +15,56 @@ namespace {
 // that is not in cache. Calibration does the same, walking through this much.
 constexpr size_t kStreamBytes = 64u << 20;
 
-/// Median one-way time of a block of `bytes` between chain positions 0 and 1,
-/// through the links themselves (half a round trip), each repetition reading
-/// and writing another part of `stream`. A first untimed pass visits every
-/// part, as a collective's earlier iterations would (an MPI library's memory
-/// registrations are then warm; the CPU caches cannot hold the stream).
-double one_way(Communicator& c, size_t bytes, int reps, DeviceBuffer& stream) {
+/// Median time per block when chain position 0 streams `blocks` blocks of
+/// `bytes` to position 1 through the link with its W slots, as one hop of an
+/// LP pipeline does: the sender takes each block from a large buffer, the
+/// receiver writes it to another part of that buffer (MPI links deliver there;
+/// peer links are read in place and copied out). The per-block period of a
+/// real pipeline includes what a ping-pong hides: flag and slot traffic
+/// between the cores, and the receiver's copy. A first untimed pass walks the
+/// first part so that memory registrations are warm; repetitions walk the
+/// buffer so that caches do not hold it.
+double stream_period(Communicator& c, size_t bytes, int blocks, int reps, DeviceBuffer& stream) {
   const int pos = c.rank();
+  const size_t half = stream.bytes() / 2;
+  LPSGD_CHECK(bytes * static_cast<size_t>(blocks) <= half,
+              "calibration stream of " << blocks << " x " << bytes << " bytes exceeds " << half);
+  const size_t span = bytes * static_cast<size_t>(blocks);
+  const size_t places = std::max<size_t>(1, half / span);
   std::vector<double> t;
-  const size_t places = 64, stride = stream.bytes() / places;
-  LPSGD_CHECK(bytes <= stride, "calibration block of " << bytes << " bytes exceeds " << stride);
-  const int warm = static_cast<int>(places);
-  for (int r = 0; r < reps + warm; ++r) {
-    char* buf = static_cast<char*>(stream.data()) + (static_cast<size_t>(r) % places) * stride;
+  for (int r = 0; r < reps + 1; ++r) {
+    // Each repetition takes the next part of the buffer, as a large message would.
+    char* src = static_cast<char*>(stream.data()) + (static_cast<size_t>(r) % places) * span;
+    char* dst = src + half;
     MPI_CHECK(MPI_Barrier(c.ctrl_comm()));
     Timer timer;
     if (pos <= 1) {
       Link* L = pos == 0 ? c.right_link() : c.left_link();
       const uint64_t tx = L->tx_base(), rx = L->rx_base();
-      auto send = [&] {
-        while (!L->can_send(tx)) {}
-        L->post_send(tx, buf, bytes);
-        while (!L->send_done(tx)) {}
-      };
-      auto recv = [&] {
-        L->post_recv(rx, bytes, buf);
-        const void* d = nullptr;
-        while (!(d = L->test_recv(rx))) {}
-        if (d != buf) c.device().copy(buf, d, bytes);
-        L->release_recv(rx);
-      };
+      const uint64_t k = static_cast<uint64_t>(blocks);
       if (pos == 0) {
-        send();
-        recv();
+        for (uint64_t j = 0; j < k; ++j) {
+          while (!L->can_send(tx + j)) {}
+          L->post_send(tx + j, src + j * bytes, bytes);
+        }
+        for (uint64_t j = 0; j < k; ++j)
+          while (!L->send_done(tx + j)) {}
+        L->advance(k, 0);
       } else {
-        recv();
-        send();
+        for (uint64_t posted = 0, j = 0; j < k; ++j) {
+          for (; posted < k && L->can_recv(rx + posted); ++posted)
+            L->post_recv(rx + posted, bytes, dst + posted * bytes);
+          const void* d = nullptr;
+          while (!(d = L->test_recv(rx + j))) {}
+          if (d != dst + j * bytes) c.device().copy(dst + j * bytes, d, bytes);
+          L->release_recv(rx + j);
+        }
+        L->advance(0, k);
       }
-      L->advance(1, 1);
     }
-    if (r >= warm) t.push_back(timer.elapsed_s() / 2);
+    double s = timer.elapsed_s();
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &s, 1, MPI_DOUBLE, MPI_MAX, c.ctrl_comm()));
+    if (r > 0) t.push_back(s / blocks);
   }
   std::nth_element(t.begin(), t.begin() + static_cast<long>(t.size() / 2), t.end());
   return t[t.size() / 2];
@@ -63,6 +73,7 @@ double one_way(Communicator& c, size_t bytes, int reps, DeviceBuffer& stream) {
 }  // namespace
 
 CostModel calibrate(MPI_Comm parent, Device& dev, int ranks_per_node, int reps) {
+  reps = std::max(3, reps / 5);  // each repetition streams a whole 8 MiB
   CostModel m;
   int size = 1;
   MPI_CHECK(MPI_Comm_size(parent, &size));
@@ -74,12 +85,15 @@ CostModel calibrate(MPI_Comm parent, Device& dev, int ranks_per_node, int reps) 
       o.links = mode;
       o.ranks_per_node = ranks_per_node;
       o.slot_bytes = big;
-      o.window = 1;
       Communicator c(parent, dev, o);
       int kind_i = static_cast<int>(c.rank() == 0 ? c.chain().right_kind() : LinkKind::None);
       MPI_CHECK(MPI_Bcast(&kind_i, 1, MPI_INT, 0, c.ctrl_comm()));
-      const double a = one_way(c, 8, reps, stream);
-      const double b = std::max(1e-13, (one_way(c, big, reps, stream) - a) / static_cast<double>(big));
+      // Two block sizes around the ones LP picks: t(b) = α + b·β per block.
+      const size_t b1 = 16u << 10, b2 = 256u << 10;
+      const double t1 = stream_period(c, b1, 512, reps, stream);
+      const double t2 = stream_period(c, b2, 64, reps, stream);
+      const double b = std::max(1e-13, (t2 - t1) / static_cast<double>(b2 - b1));
+      const double a = std::max(1e-8, t1 - b * static_cast<double>(b1));
       std::array<double, 2> ab = {a, b};
       MPI_CHECK(MPI_Bcast(ab.data(), 2, MPI_DOUBLE, 0, c.ctrl_comm()));
       if (static_cast<LinkKind>(kind_i) == LinkKind::Shm) {

@@ -1,5 +1,7 @@
-// Calibration: measure α and β of each link kind with short ping-pongs between
-// chain neighbours, and γ of the device's reduce step, to fill the cost model.
+// Calibration: measure α and β of each link kind by streaming blocks of two
+// sizes between chain neighbours through the link's W slots (the per-block
+// period of one pipeline hop, t(b) = α + b·β), and γ of the device's reduce
+// step, to fill the cost model.
 #pragma once
 
 #include <mpi.h>
