@@ -125,6 +125,13 @@ void* Communicator::host_stage(int which, size_t bytes) {
   return b.data();
 }
 
+void* Communicator::alloc_shared(size_t bytes) {
+  if (builder_ && builder_->shm())
+    if (void* p = builder_->shm()->alloc_region(bytes)) return p;
+  owned_.emplace_back(dev_, bytes);
+  return owned_.back().data();
+}
+
 void Communicator::reserve_scratch(size_t bytes) {
   scratch(0, bytes);
   scratch(1, bytes);

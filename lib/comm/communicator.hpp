@@ -73,6 +73,13 @@ class Communicator {
   /// pinned host staging, when used), now rather than on first use.
   void reserve_scratch(size_t bytes);
 
+  /// `bytes` of the communicator's device memory that peer links read in
+  /// place: LP sends from it without copying into a link slot (CPU ranks on
+  /// one node; elsewhere plain device memory). Collective: every rank calls it
+  /// the same number of times in the same order (sizes may differ). Freed
+  /// with the communicator, which must outlive its users.
+  void* alloc_shared(size_t bytes);
+
   // ---- for collectives ---------------------------------------------------------
   Link* left_link() const { return links_[0].get(); }
   Link* right_link() const { return links_[1].get(); }
@@ -120,6 +127,7 @@ class Communicator {
   std::array<std::unique_ptr<Link>, 2> links_;  // [0] left, [1] right
   CostModel model_;
   std::array<DeviceBuffer, 2> scratch_;
+  std::vector<DeviceBuffer> owned_;  // alloc_shared() where there is no shared window
   std::array<PinnedBuffer, 4> host_stage_;
   bool stage_host_ = false;
   uint64_t tickets_ = 0;   // handed out by Collective::start()

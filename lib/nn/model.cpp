@@ -38,10 +38,12 @@ void Model::finalize(uint64_t seed) {
   }
   param_arena_ = DeviceBuffer(dev_, total_ * sizeof(float));
   grad_arena_ = DeviceBuffer(dev_, total_ * sizeof(float));
+  params_ = param_arena_.as<float>();
+  grads_ = grad_arena_.as<float>();
   for (const ParamSlot& s : slots_) {
     Param& p = layers_[s.layer]->params()[s.param];
-    p.value = Tensor(dev_, param_arena_.as<float>() + s.offset, p.shape);
-    p.grad = Tensor(dev_, grad_arena_.as<float>() + s.offset, p.shape);
+    p.value = Tensor(dev_, params_ + s.offset, p.shape);
+    p.grad = Tensor(dev_, grads_ + s.offset, p.shape);
     // Stream (layer << 16) + param: independent of the layout and of the
     // other layers, so adding a layer does not reshuffle the others' values.
     Rng rng(seed, (static_cast<uint64_t>(s.layer) << 16) + s.param);
@@ -93,12 +95,30 @@ void Model::set_input_grad(bool on) {
 
 Tensor Model::params() const {
   LPSGD_CHECK(finalized_, "Model::params before finalize()");
-  return Tensor(dev_, param_arena_.as<float>(), Shape{static_cast<int64_t>(total_)});
+  return Tensor(dev_, params_, Shape{static_cast<int64_t>(total_)});
 }
 
 Tensor Model::grads() const {
   LPSGD_CHECK(finalized_, "Model::grads before finalize()");
-  return Tensor(dev_, grad_arena_.as<float>(), Shape{static_cast<int64_t>(total_)});
+  return Tensor(dev_, grads_, Shape{static_cast<int64_t>(total_)});
+}
+
+void Model::place_arenas(float* params, float* grads) {
+  LPSGD_CHECK(finalized_, "Model::place_arenas before finalize()");
+  LPSGD_CHECK(params && grads && params != grads, "Model::place_arenas needs two distinct arenas");
+  const size_t bytes = total_ * sizeof(float);
+  dev_.copy(params, params_, bytes);
+  dev_.copy(grads, grads_, bytes);
+  dev_.synchronize();
+  params_ = params;
+  grads_ = grads;
+  for (const ParamSlot& s : slots_) {
+    Param& p = layers_[s.layer]->params()[s.param];
+    p.value = Tensor(dev_, params_ + s.offset, p.shape);
+    p.grad = Tensor(dev_, grads_ + s.offset, p.shape);
+  }
+  param_arena_ = DeviceBuffer();
+  grad_arena_ = DeviceBuffer();
 }
 
 std::vector<GradBucket> Model::buckets(size_t max_bytes) const {

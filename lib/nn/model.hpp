@@ -89,6 +89,11 @@ class Model {
   /// Flat views [param_count()] of the arenas (valid after finalize()).
   Tensor params() const;
   Tensor grads() const;
+  /// Moves the parameter and gradient arenas, values and all, into memory the
+  /// caller provides (num_params() floats each, on this device) and keeps it
+  /// alive for the model's life: e.g. Communicator::alloc_shared, which the
+  /// links of a node read in place.
+  void place_arenas(float* params, float* grads);
   size_t param_count() const { return total_; }
   /// Parameter tensors in arena order (last layer first).
   const std::vector<ParamSlot>& slots() const { return slots_; }
@@ -121,7 +126,9 @@ class Model {
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<ParamSlot> slots_;
   Tensor input_;  // the last forward's input, reshaped to [N] + input_shape_
-  DeviceBuffer param_arena_, grad_arena_;
+  DeviceBuffer param_arena_, grad_arena_;  // empty once place_arenas() moved them
+  float* params_ = nullptr;
+  float* grads_ = nullptr;
   size_t total_ = 0;
   bool finalized_ = false;
   SoftmaxCrossEntropy loss_;

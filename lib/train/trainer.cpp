@@ -151,10 +151,10 @@ class Run {
   int rank_ = 0, world_ = 1;
   MPI_Comm ctl_ = MPI_COMM_NULL;  // the trainer's own small collectives
   std::unique_ptr<io::Loader> train_, test_;
+  std::unique_ptr<comm::Communicator> comm_;  // before model_: it owns the model's arenas
   std::unique_ptr<nn::Model> model_;
   std::unique_ptr<Sgd> sgd_;
   std::unique_ptr<LrSchedule> schedule_;
-  std::unique_ptr<comm::Communicator> comm_;
   std::unique_ptr<comm::ProgressEngine> engine_;
   std::unique_ptr<GradSync> sync_;
   DeviceBuffer x_, y_;  // the current batch on the device
@@ -253,6 +253,14 @@ Run::Run(Device& dev, const TrainConfig& cfg) : dev_(dev), cfg_(cfg), bar_(cfg.p
   // Collectives run on the communication stream (a GPU's second stream; the
   // device itself on a CPU), GradSync orders them against the compute stream.
   comm_ = std::make_unique<comm::Communicator>(MPI_COMM_WORLD, dev_.comm_queue(), co);
+  if (world_ > 1 && dev_.kind() == DeviceKind::Cpu) {
+    // Gradients and parameters where a neighbour on this node reads them in
+    // place: LP sends them without a copy into the link's slots.
+    const size_t bytes = model_->param_count() * sizeof(float);
+    auto* params = static_cast<float*>(comm_->alloc_shared(bytes));
+    auto* grads = static_cast<float*>(comm_->alloc_shared(bytes));
+    model_->place_arenas(params, grads);
+  }
   if (world_ > 1) engine_ = std::make_unique<comm::ProgressEngine>(*comm_);
   sync_ = std::make_unique<GradSync>(*comm_, engine_.get(), *model_, *sgd_, cfg_.sync);
   MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &ctl_));

@@ -17,6 +17,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "comm/chain.hpp"
@@ -92,14 +93,27 @@ Communicator& test_comm() {
 
 // Buffers on the communicator's device, filled and read through the host.
 template <class T>
-void to_device(const DeviceBuffer& d, const std::vector<T>& h) {
-  if (!h.empty()) test_comm().device().copy_from_host(d.data(), h.data(), h.size() * sizeof(T));
+void to_device(void* d, const std::vector<T>& h) {
+  if (!h.empty()) test_comm().device().copy_from_host(d, h.data(), h.size() * sizeof(T));
 }
 template <class T>
-std::vector<T> to_host(const DeviceBuffer& d, size_t n) {
+std::vector<T> to_host(const void* d, size_t n) {
   std::vector<T> h(n);
-  if (n) test_comm().device().copy_to_host(h.data(), d.data(), n * sizeof(T));
+  if (n) test_comm().device().copy_to_host(h.data(), d, n * sizeof(T));
   return h;
+}
+
+// One input and one output buffer from Communicator::alloc_shared, which peer
+// links read in place (zero copy); allocated once, by every rank at the same
+// point (the call is collective).
+constexpr size_t kSharedBytes = 16u << 20;
+std::pair<void*, void*> shared_buffers() {
+  static std::pair<void*, void*> bufs{nullptr, nullptr};
+  if (!bufs.first) {
+    bufs.first = test_comm().alloc_shared(kSharedBytes);
+    bufs.second = test_comm().alloc_shared(kSharedBytes);
+  }
+  return bufs;
 }
 
 MPI_Datatype mpi_type(DType t) {
@@ -125,11 +139,13 @@ struct Case {
   size_t count;
   bool in_place;
   size_t block_bytes;
+  bool shared = false;  // buffers from alloc_shared: peer links read them in place
   std::string str() const {
     std::ostringstream os;
     os << coll_name(kind) << "/" << algo_name(algo) << "/" << dtype_name(dtype) << "/"
        << op_name(op) << " root=" << root << " count=" << count
-       << (in_place ? " in-place" : " out-of-place") << " block=" << block_bytes
+       << (in_place ? " in-place" : " out-of-place") << (shared ? " shared" : "")
+       << " block=" << block_bytes
        << " P=" << test_comm().size();
     return os.str();
   }
@@ -161,7 +177,18 @@ void run_case(const Case& c) {
 
   // lpsgd, from buffers on the device.
   const size_t bytes = n * sizeof(T);
-  DeviceBuffer in(cm.device(), bytes + 8), out(cm.device(), (n + 2) * sizeof(T));
+  DeviceBuffer in_own, out_own;
+  void* in = nullptr;
+  void* out = nullptr;
+  if (c.shared) {
+    ASSERT_LE((n + 2) * sizeof(T), kSharedBytes) << c.str();
+    std::tie(in, out) = shared_buffers();
+  } else {
+    in_own = DeviceBuffer(cm.device(), bytes + 8);
+    out_own = DeviceBuffer(cm.device(), (n + 2) * sizeof(T));
+    in = in_own.data();
+    out = out_own.data();
+  }
   to_device(in, input);
   std::vector<T> out_init(n + 2, sentinel);  // n+2: overrun guard
   CollArgs a;
@@ -172,11 +199,11 @@ void run_case(const Case& c) {
   a.root = c.root;
   if (c.in_place) {
     if (!(c.kind == CollKind::Bcast && me != c.root)) std::copy(input.begin(), input.end(), out_init.begin());
-    a.in = out.data();
-    a.out = out.data();
+    a.in = out;
+    a.out = out;
   } else {
-    a.in = in.data();
-    a.out = out.data();
+    a.in = in;
+    a.out = out;
   }
   to_device(out, out_init);
   auto h = cm.create(c.algo, a, c.block_bytes);
@@ -228,10 +255,12 @@ TEST(Collectives, SmallCountsEveryRootDtypeOpAndPlacement) {
           for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg}) {
             if (op == ReduceOp::Avg && (!dtype_is_float(t) || k == CollKind::Bcast)) continue;
             for (int root = 0; root < (k == CollKind::Allreduce ? 1 : P); ++root)
-              for (bool in_place : {false, true}) {
-                run({k, algo, t, op, root, n, in_place, algo == Algo::Lp ? b : 0});
-                if (HasFatalFailure()) return;
-              }
+              for (bool in_place : {false, true})
+                for (bool shared : {false, true}) {
+                  if (shared && algo != Algo::Lp) continue;  // only LP reads in place
+                  run({k, algo, t, op, root, n, in_place, algo == Algo::Lp ? b : 0, shared});
+                  if (HasFatalFailure()) return;
+                }
           }
         }
   }
@@ -249,10 +278,15 @@ TEST(Collectives, LargeOddCountSampled) {
         // LP with a block that leaves a short last block, and W blocks in flight.
         run({k, algo, DType::F32, ReduceOp::Sum, root % P, n, in_place, algo == Algo::Lp ? size_t(40000) : size_t(0)});
         if (HasFatalFailure()) return;
+        if (algo == Algo::Lp) {  // the same from shared buffers (zero copy on peer links)
+          run({k, algo, DType::F32, ReduceOp::Sum, root % P, n, in_place, size_t(40000), true});
+          if (HasFatalFailure()) return;
+        }
       }
     }
   run({CollKind::Allreduce, Algo::Lp, DType::I32, ReduceOp::Sum, 0, n, true, 4 * 1021});
   run({CollKind::Allreduce, Algo::Lp, DType::F64, ReduceOp::Avg, 0, n, false, 8 * 3001});
+  run({CollKind::Allreduce, Algo::Lp, DType::F64, ReduceOp::Avg, 0, n, true, 8 * 3001, true});
 }
 
 // Non-exact sums (random floats): the fixed sum order must give every rank the
@@ -265,13 +299,13 @@ TEST(Collectives, BitwiseIdenticalOnEveryRankAndRun) {
   Rng r(2024, static_cast<uint64_t>(cm.rank()));
   for (auto& x : input) x = r.normal();
   DeviceBuffer in(cm.device(), n * 4), d1(cm.device(), n * 4), d2(cm.device(), n * 4);
-  to_device(in, input);
+  to_device(in.data(), input);
   for (Algo algo : {Algo::Lp, Algo::Mst, Algo::Be, Algo::Ring}) {
     for (DeviceBuffer* out : {&d1, &d2}) {
       CollArgs a{CollKind::Allreduce, in.data(), out->data(), n, DType::F32, ReduceOp::Sum, 0};
       cm.run(algo, a, algo == Algo::Lp ? 4 * 97 : 0);
     }
-    const std::vector<float> out1 = to_host<float>(d1, n), out2 = to_host<float>(d2, n);
+    const std::vector<float> out1 = to_host<float>(d1.data(), n), out2 = to_host<float>(d2.data(), n);
     ASSERT_EQ(0, std::memcmp(out1.data(), out2.data(), n * 4)) << algo_name(algo) << ": run to run";
     std::vector<float> rank0 = out1;
     MPI_Bcast(rank0.data(), static_cast<int>(n), MPI_FLOAT, 0, cm.chain().comm());
@@ -292,7 +326,7 @@ TEST(Collectives, ProgressEngineDrivesQueuedCollectives) {
     std::vector<int32_t> h(n);
     for (size_t i = 0; i < n; ++i) h[i] = static_cast<int32_t>(b + i % 3) + cm.rank();
     bufs.emplace_back(cm.device(), n * 4);
-    to_device(bufs.back(), h);
+    to_device(bufs.back().data(), h);
   }
   ProgressEngine engine(cm);
   std::vector<std::unique_ptr<Collective>> hs;
@@ -303,7 +337,7 @@ TEST(Collectives, ProgressEngineDrivesQueuedCollectives) {
   }
   for (auto& h : hs) h->wait();
   for (size_t b = 0; b < bufs.size(); ++b) {
-    const std::vector<int32_t> got = to_host<int32_t>(bufs[b], n);
+    const std::vector<int32_t> got = to_host<int32_t>(bufs[b].data(), n);
     for (size_t i = 0; i < n; ++i)
       ASSERT_EQ(got[i], P * static_cast<int32_t>(b + i % 3) + P * (P - 1) / 2) << "bucket " << b;
   }

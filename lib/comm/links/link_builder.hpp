@@ -35,6 +35,8 @@ class LinkBuilder {
 
   /// The link to my left (side 0) or right (side 1) neighbour, which must exist.
   std::unique_ptr<Link> make(int side);
+  /// The node's shared window for CPU peer links (nullptr for GPU memory).
+  ShmArena* shm() const { return shm_.get(); }
 
  private:
   const Chain& chain_;

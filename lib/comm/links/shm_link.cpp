@@ -1,5 +1,6 @@
 #include "comm/links/shm_link.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <exception>
 #include <new>
@@ -23,6 +24,7 @@ ShmArena::ShmArena(const Chain& chain, int window, size_t slot_bytes, bool neede
   int any = needed ? 1 : 0;
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, chain.node_comm()));
   if (!any) return;
+  active_ = true;
   segment_bytes_ = round_up(sizeof(ShmControl), kPage) +
                    (needed ? 2 * static_cast<size_t>(window) * slot_bytes : 0);
   void* base = nullptr;
@@ -39,6 +41,8 @@ ShmArena::ShmArena(const Chain& chain, int window, size_t slot_bytes, bool neede
   for (auto& dir : ctrl->ready)
     for (auto& f : dir) f.store(0, std::memory_order_relaxed);
   for (auto& c : ctrl->consumed) c.store(0, std::memory_order_relaxed);
+  for (auto& dir : ctrl->where)
+    for (auto& w : dir) w.store(0, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_seq_cst);
   MPI_CHECK(MPI_Barrier(chain.node_comm()));
 }
@@ -47,7 +51,55 @@ ShmArena::~ShmArena() {
   // MPI_Win_free is collective: while an error unwinds this rank alone the
   // others never join it, so the window is left to the process exit (the
   // error path ends in MPI_Abort or exit right after).
-  if (win_ != MPI_WIN_NULL && std::uncaught_exceptions() == 0) MPI_Win_free(&win_);
+  if (std::uncaught_exceptions() != 0) return;
+  for (auto it = regions_.rbegin(); it != regions_.rend(); ++it) MPI_Win_free(&it->win);
+  if (win_ != MPI_WIN_NULL) MPI_Win_free(&win_);
+}
+
+void* ShmArena::alloc_region(size_t bytes) {
+  if (!active_) return nullptr;
+  Region r;
+  r.bytes = bytes;
+  MPI_Info info;
+  MPI_CHECK(MPI_Info_create(&info));
+  MPI_CHECK(MPI_Info_set(info, "alloc_shared_noncontig", "true"));
+  void* base = nullptr;
+  const int rc = MPI_Win_allocate_shared(static_cast<MPI_Aint>(round_up(std::max<size_t>(bytes, 1), kPage)),
+                                         1, info, chain_.node_comm(), &base, &r.win);
+  MPI_Info_free(&info);
+  MPI_CHECK(rc);
+  r.mine = static_cast<char*>(base);
+  int n = 0;
+  MPI_CHECK(MPI_Comm_size(chain_.node_comm(), &n));
+  r.base.resize(static_cast<size_t>(n));
+  for (int q = 0; q < n; ++q) {
+    MPI_Aint size = 0;
+    int disp = 0;
+    void* b = nullptr;
+    MPI_CHECK(MPI_Win_shared_query(r.win, q, &size, &disp, &b));
+    r.base[static_cast<size_t>(q)] = static_cast<char*>(b);
+  }
+  regions_.push_back(std::move(r));
+  return base;
+}
+
+bool ShmArena::locate(const void* p, size_t bytes, uint32_t& region, uint64_t& offset) const {
+  const char* c = static_cast<const char*>(p);
+  for (size_t i = 0; i < regions_.size(); ++i) {
+    const Region& r = regions_[i];
+    if (c >= r.mine && c + bytes <= r.mine + r.bytes) {
+      region = static_cast<uint32_t>(i);
+      offset = static_cast<uint64_t>(c - r.mine);
+      return true;
+    }
+  }
+  return false;
+}
+
+const char* ShmArena::peer_address(int node_rank, uint32_t region, uint64_t offset) const {
+  LPSGD_CHECK(region < regions_.size(), "shm link: the peer names shared region " << region
+                                            << ", but only " << regions_.size() << " exist");
+  return regions_[region].base[static_cast<size_t>(node_rank)] + offset;
 }
 
 int node_rank_of(const Chain& chain, int chain_pos) {
@@ -79,7 +131,8 @@ size_t ShmArena::slots_offset(int dir) const {
 
 ShmLink::ShmLink(Device& dev, ShmArena& arena, int my_pos, int peer, int dir, int window,
                  size_t slot_bytes)
-    : Link(peer, window, slot_bytes), dev_(dev) {
+    : Link(peer, window, slot_bytes), dev_(dev), arena_(arena),
+      peer_node_rank_(node_rank_of(arena.chain(), peer)) {
   LPSGD_CHECK(dev.kind() == DeviceKind::Cpu, "shared-memory links carry host memory only");
   char* my_seg = arena.segment(my_pos);
   char* peer_seg = arena.segment(peer);
@@ -102,13 +155,34 @@ void* ShmLink::send_slot(uint64_t seq) { return out_slots_ + slot(seq) * slot_by
 void ShmLink::post_send(uint64_t seq, const void* src, size_t bytes) {
   void* dst = send_slot(seq);
   LPSGD_CHECK(bytes <= slot_bytes_, "shm link: block of " << bytes << " bytes exceeds slot");
-  if (src != dst) dev_.copy(dst, src, bytes);
+  uint64_t where = 0;
+  uint32_t region = 0;
+  uint64_t offset = 0;
+  if (src != dst && arena_.locate(src, bytes, region, offset)) {
+    where = (static_cast<uint64_t>(region) + 1) << 48 | offset;  // the peer reads it there
+  } else if (src != dst) {
+    dev_.copy(dst, src, bytes);
+  }
+  in_place_[slot(seq)] = where != 0;
+  mine_->where[dir_out_][slot(seq)].store(where, std::memory_order_relaxed);
   mine_->ready[dir_out_][slot(seq)].store(seq + 1, std::memory_order_release);
+}
+
+bool ShmLink::send_done(uint64_t seq) {
+  // A copy into the slot is done at once; a block read in place only once
+  // the peer has consumed it. (If the slot has been reused since, seq was
+  // consumed before that.)
+  return !in_place_[slot(seq)] ||
+         theirs_->consumed[dir_in_].load(std::memory_order_acquire) > seq;
 }
 
 const void* ShmLink::test_recv(uint64_t seq) {
   const uint64_t v = theirs_->ready[dir_in_][slot(seq)].load(std::memory_order_acquire);
-  return v == seq + 1 ? in_slots_ + slot(seq) * slot_bytes_ : nullptr;
+  if (v != seq + 1) return nullptr;
+  const uint64_t where = theirs_->where[dir_in_][slot(seq)].load(std::memory_order_relaxed);
+  if (where == 0) return in_slots_ + slot(seq) * slot_bytes_;
+  constexpr uint64_t kOffsetMask = (uint64_t{1} << 48) - 1;
+  return arena_.peer_address(peer_node_rank_, static_cast<uint32_t>((where >> 48) - 1), where & kOffsetMask);
 }
 
 void ShmLink::release_recv(uint64_t seq) {

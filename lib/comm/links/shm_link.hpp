@@ -3,6 +3,12 @@
 // it with a release store of seq+1 in the slot's flag; the receiver reads the
 // slot in place (so a reduce step is one pass `mine + theirs` into its own
 // outgoing slot) and acknowledges by storing the number of blocks it consumed.
+//
+// Zero copy: a block that already sits in a shared region (memory from
+// Communicator::alloc_shared, e.g. the trainer's gradients, the bench's
+// buffers) is not copied into the slot at all. The sender publishes where it
+// is, the receiver reads it there, and the send is done only once the
+// receiver has consumed it.
 #pragma once
 
 #include <mpi.h>
@@ -10,6 +16,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "comm/link.hpp"
 #include "device/device.hpp"
@@ -23,6 +30,8 @@ struct ShmControl {
   static constexpr int kMaxWindow = 16;
   alignas(64) std::atomic<uint64_t> ready[2][kMaxWindow];  // [dir][slot]: seq+1 published
   alignas(64) std::atomic<uint64_t> consumed[2];           // [dir]: blocks read from that side
+  // [dir][slot]: 0 = the data is in the slot; else (region + 1) << 48 | offset.
+  alignas(64) std::atomic<uint64_t> where[2][kMaxWindow];
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "shm links need lock-free atomics");
 
@@ -43,8 +52,26 @@ class ShmArena {
   static constexpr int kToLeft = 0, kToRight = 1;
   size_t slots_offset(int dir) const;
 
+  /// `bytes` of memory that the node's peer links read in place; collective
+  /// over the node's ranks (same calls, same order; sizes may differ). Lives
+  /// as long as the arena. nullptr when no rank of the node has a peer link.
+  void* alloc_region(size_t bytes);
+  /// Finds [p, p + bytes) in one of my regions: its number and offset.
+  bool locate(const void* p, size_t bytes, uint32_t& region, uint64_t& offset) const;
+  /// Where node rank `node_rank` has its region's offset, in my mapping.
+  const char* peer_address(int node_rank, uint32_t region, uint64_t offset) const;
+  const Chain& chain() const { return chain_; }
+
  private:
+  struct Region {
+    MPI_Win win = MPI_WIN_NULL;
+    char* mine = nullptr;
+    size_t bytes = 0;
+    std::vector<char*> base;  // per node rank, in my address space
+  };
   const Chain& chain_;
+  bool active_ = false;
+  std::vector<Region> regions_;
   MPI_Win win_ = MPI_WIN_NULL;
   size_t segment_bytes_ = 0;
   size_t slot_bytes_ = 0;
@@ -61,7 +88,7 @@ class ShmLink final : public Link {
   bool can_send(uint64_t seq) override;
   void* send_slot(uint64_t seq) override;
   void post_send(uint64_t seq, const void* src, size_t bytes) override;
-  bool send_done(uint64_t) override { return true; }
+  bool send_done(uint64_t seq) override;
   void post_recv(uint64_t, size_t, void*) override {}
   const void* test_recv(uint64_t seq) override;
   void release_recv(uint64_t seq) override;
@@ -69,6 +96,9 @@ class ShmLink final : public Link {
  private:
   size_t slot(uint64_t seq) const { return static_cast<size_t>(seq % static_cast<uint64_t>(window_)); }
   Device& dev_;
+  ShmArena& arena_;
+  int peer_node_rank_;
+  bool in_place_[ShmControl::kMaxWindow] = {};  // per slot: the last block sent was zero-copy
   ShmControl* mine_;
   ShmControl* theirs_;
   int dir_out_;   // my direction towards the peer
