@@ -149,7 +149,10 @@ class LpCollective final : public Collective {
           if (part[o]) outer_[o]->release_recv(o_rx(o, j));
       }
       ++r_done_;
-      moved = true;
+      // One block at a time: the caller forwards it (bcast phase) before the
+      // next is reduced, so a fast neighbour cannot keep this rank reducing
+      // the whole message while the other direction idles.
+      return true;
     }
     return moved;
   }
