@@ -190,7 +190,23 @@ int run_bench(int argc, char** argv) {
 
   // Every buffer is allocated and touched once, before anything is timed.
   const size_t max_count = std::max<size_t>(1, max_bytes / esize);
-  DeviceBuffer in(cq, max_count * esize), out(cq, max_count * esize);
+  // Real buffers come from the communicator's shared memory, which peer links
+  // read in place (as the trainer's gradients do); simulated ones are shared
+  // by all ranks (SMPI_SHARED_MALLOC, through the device).
+  const size_t buf_bytes = max_count * esize;
+  DeviceBuffer in_sim, out_sim;
+  void* in_data = nullptr;
+  void* out_data = nullptr;
+  if (shared_buffers) {
+    in_sim = DeviceBuffer(cq, buf_bytes);
+    out_sim = DeviceBuffer(cq, buf_bytes);
+    in_data = in_sim.data();
+    out_data = out_sim.data();
+  } else {
+    in_data = comm.alloc_shared(buf_bytes);
+    out_data = comm.alloc_shared(buf_bytes);
+    cq.zero(out_data, buf_bytes);
+  }
   if (std::any_of(algos.begin(), algos.end(), [](Algo a) { return a != Algo::Lp; }))
     comm.reserve_scratch(max_count * esize);  // LP needs none
   // Inputs are made and results checked here; shared (simulated) buffers hold
@@ -201,7 +217,7 @@ int run_bench(int argc, char** argv) {
       using T = decltype(tag);
       fill_input(reinterpret_cast<T*>(host.data()), max_count, me);
     });
-    cq.copy_from_host(in.data(), host.data(), host.size());
+    cq.copy_from_host(in_data, host.data(), host.size());
   }
 
   if (me == 0) {
@@ -209,8 +225,8 @@ int run_bench(int argc, char** argv) {
                 comm.chain().describe().c_str(),
                 comm.chain().links() == LinksMode::Mpi ? "mpi" : "auto", window,
                 dev->name().c_str());
-    std::printf("# %10s %12s %6s %5s %5s %8s %12s %8s %8s %8s %12s\n", "size", "count", "type",
-                "root", "algo", "block", "time(us)", "algbw", "busbw", "#wrong", "pred(us)");
+    std::printf("# %10s %12s %6s %9s %5s %5s %8s %12s %8s %8s %8s %12s\n", "size", "count", "type",
+                "op", "root", "algo", "block", "time(us)", "algbw", "busbw", "#wrong", "pred(us)");
   }
   std::vector<Row> rows;
   for (uint64_t bytes = min_bytes;;) {
@@ -223,7 +239,7 @@ int run_bench(int argc, char** argv) {
       for (int it = 0; it < warmup + iters; ++it) {
         for (size_t a = 0; a < algos.size(); ++a) {
           if (!supports(algos[a], kind)) continue;
-          CollArgs args{kind, in.data(), out.data(), count, dtype, ReduceOp::Sum, r};
+          CollArgs args{kind, in_data, out_data, count, dtype, ReduceOp::Sum, r};
           auto h = comm.create(algos[a], args, block);
           blocks[a] = h->block_bytes();
           MPI_Barrier(comm.ctrl_comm());
@@ -235,7 +251,7 @@ int run_bench(int argc, char** argv) {
           MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, comm.ctrl_comm());
           if (it >= warmup) times[a].push_back(dt);
           if (check && it == warmup + iters - 1) {
-            cq.copy_to_host(host.data(), out.data(), count * esize);
+            cq.copy_to_host(host.data(), out_data, count * esize);
             uint64_t w = dispatch_dtype(dtype, [&](auto tag) {
               using T = decltype(tag);
               return count_wrong(reinterpret_cast<const T*>(host.data()), count, kind, r, P, me);
@@ -272,9 +288,9 @@ int run_bench(int argc, char** argv) {
           char pred[32];
           if (std::isfinite(row.predicted_us)) std::snprintf(pred, sizeof pred, "%12.1f", row.predicted_us);
           else std::snprintf(pred, sizeof pred, "%12s", "n/a");
-          std::printf("  %10s %12llu %6s %5d %5s %8s %12.1f %8.2f %8.2f %8s %s\n",
+          std::printf("  %10s %12llu %6s %9s %5d %5s %8s %12.1f %8.2f %8.2f %8s %s\n",
                       cli::format_bytes(row.bytes).c_str(), static_cast<unsigned long long>(count),
-                      row.dtype.c_str(), r, row.algo.c_str(),
+                      row.dtype.c_str(), row.op.c_str(), r, row.algo.c_str(),
                       row.block ? cli::format_bytes(row.block).c_str() : "-", row.time_us,
                       row.algbw, row.busbw, row.wrong >= 0 ? std::to_string(row.wrong).c_str() : "-", pred);
           std::fflush(stdout);

@@ -52,7 +52,7 @@ check_run p5-w4 40 5 --op bcast,reduce,allreduce --algo lp,mst,be,ring -b 1000 -
   -n 2 -w 1 --window 4 --block 4K --root 2
 # The simulated clock is read: 1 MiB at 10 Gb/s takes about 0.84 ms of simulated time.
 if sim 2 --op bcast --algo lp -b 1M -e 1M -n 1 -w 0 >"$tmp/t.out" 2>&1 &&
-   awk '$1 == "1M" && $7 > 800 && $7 < 2000 { ok = 1 } END { exit !ok }' "$tmp/t.out"; then
+   awk '$1 == "1M" && $8 > 800 && $8 < 2000 { ok = 1 } END { exit !ok }' "$tmp/t.out"; then
   echo "ok: 1 MiB broadcast on 2 simulated ranks takes the simulated time (0.8-2 ms)"
 else
   echo "FAIL: simulated time of a 1 MiB broadcast:"; cat "$tmp/t.out"; fails=$((fails + 1))
