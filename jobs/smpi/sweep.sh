@@ -65,15 +65,14 @@ done
 [[ -f $platform ]] || die "platform file '$platform' not found"
 platform=$(cd "$(dirname "$platform")" && pwd)/$(basename "$platform")
 [[ -n $out ]] || out=$root/runs/smpi-$(basename "$platform" .xml)
+mkdir -p "$out/rows" "$out/logs"
 command -v smpirun >/dev/null || die "smpirun not found; install libsimgrid-dev (tools/setup.sh --no-build)"
 
 # alpha and beta of one message between two hosts of the platform's cluster:
 # two private links (plus the backbone's latency, if any).
-read -r alpha beta hosts < <(/usr/bin/python3 - "$platform" <<'PY'
+read -r alpha beta hosts neighbour < <(/usr/bin/python3 - "$platform" "$out/hostfile" <<'PY'
 import re, sys, xml.etree.ElementTree as ET
-c = ET.parse(sys.argv[1]).getroot().find(".//cluster")
-if c is None:
-    sys.exit("sweep.sh: error: no <cluster> in " + sys.argv[1])
+root = ET.parse(sys.argv[1]).getroot()
 def num(text, units):
     m = re.fullmatch(r"\s*([0-9.eE+-]+)\s*([A-Za-z]*)\s*", text)
     if not m or m.group(2) not in units:
@@ -82,26 +81,42 @@ def num(text, units):
 pre = {"": 1, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
 bw_units = {p + "bps": v / 8 for p, v in pre.items()} | {p + "Bps": v for p, v in pre.items()}
 lat_units = {"": 1, "s": 1, "ms": 1e-3, "us": 1e-6, "ns": 1e-9, "ps": 1e-12}
-lat = 2 * num(c.get("lat"), lat_units) + num(c.get("bb_lat", "0"), lat_units)
-beta = 1 / num(c.get("bw"), bw_units)
-hosts = 0
-for part in c.get("radical").split(","):
-    lo, _, hi = part.partition("-")
-    hosts += int(hi or lo) - int(lo) + 1
-print(f"{lat:.6g} {beta:.6g} {hosts}")
+c = root.find(".//cluster")
+if c is not None:
+    # A switch: a message crosses the sender's and the receiver's private links.
+    lat = 2 * num(c.get("lat"), lat_units) + num(c.get("bb_lat", "0"), lat_units)
+    beta = 1 / num(c.get("bw"), bw_units)
+    names = []
+    for part in c.get("radical").split(","):
+        lo, _, hi = part.partition("-")
+        names += [f"{c.get('prefix', '')}{i}{c.get('suffix', '')}" for i in range(int(lo), int(hi or lo) + 1)]
+    neighbour = 0
+else:
+    # A ring network (jobs/smpi/ring-platform.py): neighbours share one link of their own.
+    names = [h.get("id") for h in root.iter("host")]
+    links = root.findall(".//link")
+    if not names or not links or len({(l.get("bandwidth"), l.get("latency")) for l in links}) != 1:
+        sys.exit(f"sweep.sh: error: {sys.argv[1]}: need a <cluster>, or hosts joined by identical links")
+    lat = num(links[0].get("latency"), lat_units)
+    beta = 1 / num(links[0].get("bandwidth"), bw_units)
+    neighbour = 1
+# Rank i runs on the platform's i-th host, so chain neighbours are neighbours there.
+with open(sys.argv[2], "w") as f:
+    f.write("\n".join(names) + "\n")
+print(f"{lat:.6g} {beta:.6g} {len(names)} {neighbour}")
 PY
 )
 
 bench=$(JOBS=${JOBS:-$(nproc)} "$root/jobs/smpi/build.sh" "$build" | tail -1)
-mkdir -p "$out/rows" "$out/logs"
 calib=$out/calibration.ini
 cat >"$calib" <<EOF2
-# α-β of $(basename "$platform") (two links per message), γ charged per reduced byte
+# α-β of one message on $(basename "$platform"), γ charged per reduced byte
 alpha_mpi = $alpha
 beta_mpi = $beta
 alpha_shm = $alpha
 beta_shm = $beta
 gamma = $gamma
+mpi_neighbour_links = $neighbour
 EOF2
 
 IFS=, read -r -a P_list <<<"$ranks"
@@ -136,7 +151,7 @@ for cfg in "${configs[@]}"; do
     continue
   fi
   t0=$SECONDS
-  if smpirun -np "$P" -platform "$platform" \
+  if smpirun -np "$P" -platform "$platform" -hostfile "$out/hostfile" \
        --cfg=smpi/bw-factor:0:1 --cfg=smpi/lat-factor:0:1 --cfg=network/crosstraffic:0 \
        --cfg=smpi/simulate-computation:no --cfg=smpi/test:0 --cfg=smpi/send-is-detached-thresh:0 \
        --cfg=smpi/coll-selector:ompi \

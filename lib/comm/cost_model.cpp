@@ -77,6 +77,7 @@ double CostModel::lp_period(CollKind kind, int P, int root, double b, LinkMix m)
       s = P > 2 ? 2 : 1;
       r = sides;
     }
+    if (mpi_neighbour_links) s = 1;  // every stream has a link of its own
     const double link = alpha_mpi + s * b * beta_mpi, compute = r * b * gamma;
     p = std::max(p, window > 1 ? std::max(link, compute) : link + compute);
   }
@@ -214,13 +215,17 @@ CostModel CostModel::load_or_default(const std::string& path_in) {
       LPSGD_THROW(path << ":" << lineno << ": bad number in '" << line << "'");
     }
     // γ may be 0: reductions free, the pure α-β model (e.g. a simulated network alone).
-    LPSGD_CHECK(std::isfinite(v) && (v > 0 || (v == 0 && key == "gamma")),
+    const bool flag = key == "mpi_neighbour_links";
+    LPSGD_CHECK(!flag || v == 0 || v == 1,
+                path << ":" << lineno << ": mpi_neighbour_links must be 0 or 1");
+    LPSGD_CHECK(flag || (std::isfinite(v) && (v > 0 || (v == 0 && key == "gamma"))),
                 path << ":" << lineno << ": " << key << " must be positive");
     if (key == "alpha_shm") m.alpha_shm = v;
     else if (key == "beta_shm") m.beta_shm = v;
     else if (key == "alpha_mpi") m.alpha_mpi = v;
     else if (key == "beta_mpi") m.beta_mpi = v;
     else if (key == "gamma") m.gamma = v;
+    else if (flag) m.mpi_neighbour_links = v == 1;
     // other keys (comments about how it was measured) are ignored
   }
   return m;
@@ -241,6 +246,7 @@ void CostModel::save(const std::string& path) const {
         << "alpha_shm = " << alpha_shm << "\nbeta_shm = " << beta_shm << "\n"
         << "alpha_mpi = " << alpha_mpi << "\nbeta_mpi = " << beta_mpi << "\n"
         << "gamma = " << gamma << "\n";
+    if (mpi_neighbour_links) out << "mpi_neighbour_links = 1\n";
     LPSGD_CHECK(out.good(), "error writing '" << tmp << "'");
   }
   LPSGD_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "cannot rename '" << tmp << "' to '" << path << "'");

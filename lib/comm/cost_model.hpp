@@ -18,7 +18,10 @@
 // with neighbours on both sides; every inner rank of an allreduce, which takes
 // partial sums from one side and results from the other) moves s·b bytes per
 // block through it, and the allreduce centre also makes r = 2 reductions per
-// block. With one block in flight per link (W = 1) a rank receives, reduces
+// block. On a network where each chain neighbour has its own full-duplex link
+// (a ring or chain of point-to-point links, `mpi_neighbour_links = 1` in the
+// calibration file) no link carries two streams: s = 1, and an LP allreduce
+// costs about n(β+γ) at any P. With one block in flight per link (W = 1) a rank receives, reduces
 // and only then posts the next receive: p = α + s·bβ + r·bγ. With W ≥ 2 the
 // next block arrives while the current one is reduced: p = max(α + s·bβ, r·bγ).
 // On peer links the "transfer" is CPU work: a copy into the slot and one out
@@ -60,6 +63,9 @@ class CostModel {
   /// LP blocks in flight per link (the communicator's W): not calibrated, but
   /// it decides whether receiving and reducing overlap.
   int window = 1;
+  /// MPI links: each chain neighbour has its own link (a ring network) rather
+  /// than one NIC per node into a switch. Calibration key mpi_neighbour_links.
+  bool mpi_neighbour_links = false;
 
   /// Reads `path` (or $LPSGD_CALIBRATION when path is empty); defaults if absent.
   static CostModel load_or_default(const std::string& path);

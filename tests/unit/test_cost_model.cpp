@@ -55,6 +55,11 @@ TEST(CostModel, LpAllreduceTurnsAroundInTheMiddle) {
   m = model();
   EXPECT_DOUBLE_EQ(m.predict(Algo::Lp, CollKind::Allreduce, 1000, 2, 0, blk, kMpi), 5 * hop);
   EXPECT_DOUBLE_EQ(m.predict(Algo::Lp, CollKind::Allreduce, 1000, 1, 0, 250, kMpi), 0.0);
+  // A link per neighbour (ring network): partial sums and results travel on
+  // different links, one stream each: P=5 costs 3 hops + 4(α + bβ + 2bγ).
+  m.mpi_neighbour_links = true;
+  EXPECT_DOUBLE_EQ(m.predict(Algo::Lp, CollKind::Allreduce, 1000, 5, 0, blk, kMpi),
+                   3 * hop + 4 * (a + blk * b + 2 * blk * g));
 }
 
 TEST(CostModel, LpOnPeerLinksCountsTheNodesCopiesAndReductions) {
@@ -137,6 +142,10 @@ TEST(CostModel, SaveAndLoadRoundTrip) {
   EXPECT_NEAR(r.alpha_mpi, m.alpha_mpi, 1e-12);
   EXPECT_NEAR(r.beta_shm, m.beta_shm, 1e-16);
   EXPECT_NEAR(r.gamma, m.gamma, 1e-16);
+  EXPECT_FALSE(r.mpi_neighbour_links);
+  m.mpi_neighbour_links = true;
+  m.save(path);
+  EXPECT_TRUE(CostModel::load_or_default(path).mpi_neighbour_links);
   EXPECT_THROW(CostModel::load_or_default("/nonexistent/calibration.ini"), lpsgd::Error);
   std::remove(path.c_str());
 }
