@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -92,7 +93,7 @@ int run_bench(int argc, char** argv) {
       device_s;
   double factor = 2, timeout = 300;
   int iters = 20, warmup = 5, root = 0, window = 4, rpn = 0;
-  bool check = false, do_calibrate = false, shared_buffers = false;
+  bool check = false, do_calibrate = false, shared_buffers = false, floor = false;
   po::options_description desc("lpsgd bench options");
   desc.add_options()
     ("op", po::value(&ops_s)->default_value("allreduce"), "collectives: bcast,reduce,allreduce")
@@ -111,6 +112,9 @@ int run_bench(int argc, char** argv) {
     ("ranks-per-node", po::value(&rpn)->default_value(0), "split ranks into pretend nodes of N")
     ("comm-timeout", po::value(&timeout)->default_value(300), "seconds without progress = error")
     ("check", po::bool_switch(&check), "validate every result and count wrong elements")
+    ("floor", po::bool_switch(&floor),
+     "also time the memory floor: every rank copies its input to its output (algo 'copy'), "
+     "interleaved with the algorithms")
     ("shared-buffers", po::bool_switch(&shared_buffers),
      "SimGrid build: all ranks share one copy of each buffer (SMPI_SHARED_MALLOC); no --check")
     ("json", po::value(&json_path), "write one JSON object per row to FILE")
@@ -144,6 +148,8 @@ int run_bench(int argc, char** argv) {
   if (shared_buffers && check)
     LPSGD_USAGE_ERROR("--check needs real buffers: shared buffers hold no data to validate; "
                       "drop --shared-buffers or --check");
+  if (build::smpi && floor)
+    LPSGD_USAGE_ERROR("--floor times real memory; simulated copies cost nothing");
   if (build::smpi && do_calibrate)
     LPSGD_USAGE_ERROR("--calibrate measures a real machine; a simulated platform's alpha and beta "
                       "come from its XML (jobs/smpi/sweep.sh writes the calibration file)");
@@ -236,7 +242,19 @@ int run_bench(int argc, char** argv) {
       std::vector<std::vector<double>> times(algos.size());
       std::vector<int64_t> wrong(algos.size(), -1);
       std::vector<size_t> blocks(algos.size(), 0);
+      std::vector<double> copy_times;
       for (int it = 0; it < warmup + iters; ++it) {
+        if (floor) {
+          // The least any rank's part of a collective on one node costs: read
+          // its n bytes once and write n bytes once, all ranks at the same time.
+          MPI_Barrier(comm.ctrl_comm());
+          const double t0 = MPI_Wtime();
+          cq.copy(out_data, in_data, count * esize);
+          cq.synchronize();
+          double dt = MPI_Wtime() - t0;
+          MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, comm.ctrl_comm());
+          if (it >= warmup) copy_times.push_back(dt);
+        }
         for (size_t a = 0; a < algos.size(); ++a) {
           if (!supports(algos[a], kind)) continue;
           CollArgs args{kind, in_data, out_data, count, dtype, ReduceOp::Sum, r};
@@ -261,28 +279,35 @@ int run_bench(int argc, char** argv) {
           }
         }
       }
-      for (size_t a = 0; a < algos.size(); ++a) {
-        if (!supports(algos[a], kind)) continue;
-        auto& ts = times[a];
+      const size_t n_rows = algos.size() + (floor ? 1 : 0);
+      for (size_t a = 0; a < n_rows; ++a) {
+        const bool copy_row = a == algos.size();
+        if (!copy_row && !supports(algos[a], kind)) continue;
+        auto& ts = copy_row ? copy_times : times[a];
         std::sort(ts.begin(), ts.end());
         const double med = ts.size() % 2 ? ts[ts.size() / 2]
                                          : 0.5 * (ts[ts.size() / 2 - 1] + ts[ts.size() / 2]);
         Row row;
         row.op = coll_name(kind);
-        const auto [resolved, rb] = comm.resolve(algos[a], {kind, nullptr, nullptr, count, dtype, ReduceOp::Sum, r}, block);
-        row.algo = algos[a] == Algo::Auto ? std::string("auto:") + algo_name(resolved) : algo_name(algos[a]);
+        const Algo algo = copy_row ? Algo::Lp : algos[a];
+        const auto [resolved, rb] = comm.resolve(algo, {kind, nullptr, nullptr, count, dtype, ReduceOp::Sum, r}, block);
+        row.algo = copy_row              ? std::string("copy")
+                   : algo == Algo::Auto ? std::string("auto:") + algo_name(resolved)
+                                        : algo_name(algo);
         row.dtype = dtype_name(dtype);
         row.bytes = count * esize;
         row.count = count;
         row.root = r;
         row.ranks = P;
-        row.block = blocks[a];
+        row.block = copy_row ? 0 : blocks[a];
         row.time_us = med * 1e6;
         row.algbw = med > 0 ? static_cast<double>(row.bytes) / med / 1e9 : 0;
         row.busbw = row.algbw * (kind == CollKind::Allreduce ? 2.0 * (P - 1) / P : 1.0);
-        row.predicted_us = 1e6 * comm.model().predict(resolved, kind, static_cast<double>(row.bytes), P, r,
-                                                      static_cast<double>(rb), LinkMix::of(comm.chain()));
-        row.wrong = wrong[a];
+        row.predicted_us =
+            copy_row ? std::numeric_limits<double>::quiet_NaN()
+                     : 1e6 * comm.model().predict(resolved, kind, static_cast<double>(row.bytes), P, r,
+                                                  static_cast<double>(rb), LinkMix::of(comm.chain()));
+        row.wrong = copy_row ? -1 : wrong[a];
         rows.push_back(row);
         if (me == 0) {
           char pred[32];

@@ -26,12 +26,14 @@ int lp_depth(CollKind kind, int P, int root) {
   const int c = kind == CollKind::Allreduce ? (P - 1) / 2 : root;
   return std::max(c, P - 1 - c);
 }
-// Pipeline start-up steps S in T = (S + k)(α + bβ'). A peer link adds one
-// stage: the sender composes a block in its slot before the receiver reads it.
+// Pipeline start-up steps S in T = (S + k)(α + bβ'). Peer links read blocks
+// in place, except that a bcast root first copies each block in -> out, a
+// stage of its own.
 double lp_startup(CollKind kind, int P, int root, LinkMix mix) {
   const int D = lp_depth(kind, P, root);
   if (D == 0) return 0;
-  return (kind == CollKind::Allreduce ? 2.0 * D - 1 : D - 1.0) + (mix.shm ? 1.0 : 0.0);
+  if (kind == CollKind::Allreduce) return 2.0 * D - 1;
+  return D - 1.0 + (kind == CollKind::Bcast && mix.shm ? 1.0 : 0.0);
 }
 // Chain neighbours of the centre (the root, or the allreduce turning point).
 int centre_sides(CollKind kind, int P, int root) {
@@ -83,28 +85,41 @@ double CostModel::lp_period(CollKind kind, int P, int root, double b, LinkMix m)
   }
   if (m.shm) {
     // Each rank's work per byte of a block, in copies (c = β_shm/2) and
-    // reductions; the ranks of a node stream through one memory, so the node
-    // moves their sum per block (β_shm and γ are each measured alone).
+    // reductions. Blocks are read in place (zero-copy peer links: buffers
+    // from Communicator::alloc_shared), so forwarding costs nothing; a rank
+    // copies only what it receives into its own output. The ranks run on
+    // cores of their own, but their copies stream through the one memory of
+    // the node: the period is the busiest rank's work or the node's copies,
+    // whichever is longer.
     const double c = beta_shm / 2;
     const int centre = kind == CollKind::Allreduce ? (P - 1) / 2 : root;
-    auto work = [&](bool is_centre, bool is_end) {
-      switch (kind) {
-        case CollKind::Bcast:  // in -> out, then out -> each outer slot; others: slot -> out (-> next slot)
-          return is_centre ? (1 + sides) * c : (is_end ? c : 2 * c);
-        case CollKind::Reduce:  // slot + in -> next slot (or out); the far ends copy in -> slot
-          return is_centre ? sides * gamma : (is_end ? c : gamma);
-        case CollKind::Allreduce:  // partial up, result back: the centre reduces and copies per side
-          return is_centre ? sides * (gamma + c) : (is_end ? 2 * c : gamma + 2 * c);
-      }
-      return 0.0;
+    struct Work {
+      double copy, reduce;
     };
-    double node = 0;
+    auto work = [&](bool is_centre, bool is_end) -> Work {
+      switch (kind) {
+        case CollKind::Bcast:  // root in -> out; every other rank neighbour's out -> out
+          return {c, 0};
+        case CollKind::Reduce:  // neighbour's partial + mine -> my partial; the far ends send in place
+          return {0, is_centre ? sides * gamma : (is_end ? 0 : gamma)};
+        case CollKind::Allreduce:  // partial sums in, then the neighbour's result -> out
+          return is_centre ? Work{0, sides * gamma} : Work{c, is_end ? 0 : gamma};
+      }
+      return {0, 0};
+    };
+    double busiest = 0, copies = 0;
     if (m.mpi) {  // several nodes: a node's ranks are mostly inner ranks
-      node = std::max(1, m.node_ranks) * work(false, false);
+      const Work w = work(false, false);
+      busiest = w.copy + w.reduce;
+      copies = std::max(1, m.node_ranks) * w.copy;
     } else {      // one node: every rank of the chain
-      for (int q = 0; q < P; ++q) node += work(q == centre, q == 0 || q == P - 1);
+      for (int q = 0; q < P; ++q) {
+        const Work w = work(q == centre, q == 0 || q == P - 1);
+        busiest = std::max(busiest, w.copy + w.reduce);
+        copies += w.copy;
+      }
     }
-    p = std::max(p, alpha_shm + b * node);
+    p = std::max(p, alpha_shm + b * std::max(busiest, copies));
   }
   return p;
 }

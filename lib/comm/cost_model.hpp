@@ -9,9 +9,7 @@
 //   h = α + b(β [+ γ])  one block crossing one hop (+γ where the hop ends in a
 //                       reduction): the start-up cost of a stage;
 //   S = D−1 (bcast, reduce) or 2D−1 (allreduce: reduce to the middle, broadcast
-//       back out), D the depth (hops from the farthest rank to the centre),
-//       plus one when the chain has peer links (the sender's copy into its slot
-//       is a stage of its own);
+//       back out), D the depth (hops from the farthest rank to the centre);
 //   p = the steady-state period: the busiest resource's time per block.
 // The period is where the stages' costs combine. On MPI links a node has one
 // full-duplex NIC: a rank that receives s streams at once (a bcast/reduce root
@@ -24,12 +22,16 @@
 // costs about n(β+γ) at any P. With one block in flight per link (W = 1) a rank receives, reduces
 // and only then posts the next receive: p = α + s·bβ + r·bγ. With W ≥ 2 the
 // next block arrives while the current one is reduced: p = max(α + s·bβ, r·bγ).
-// On peer links the "transfer" is CPU work: a copy into the slot and one out
-// (β_shm per byte covers both, so a copy is β_shm/2), and a reduction reads the
-// neighbour's slot in place instead. Large collectives stream through memory,
-// which the ranks of a node share: p is the node's total work per block (a
-// 2-rank bcast: the root copies in -> out -> slot, the other slot -> out, 3
-// copies). Calibration measures β_shm and γ on buffers out of cache.
+// On peer links the "transfer" is CPU work. Buffers from
+// Communicator::alloc_shared are read by the neighbour in place, so a rank
+// only reduces (γ) and copies what it receives into its own output (β_shm per
+// byte covers a copy into a slot and one out, so a copy is β_shm/2). Each rank
+// works on a core of its own, but copies stream through the memory the node's
+// ranks share: p is the busiest rank's work per block or the node's total
+// copying, whichever is longer (a 2-rank allreduce: the centre reduces while
+// the other copies the results, p = max(γ, β_shm/2)·b; a 2-rank bcast: two
+// copies at once through one memory, p = β_shm·b). Calibration measures β_shm
+// and γ on buffers out of cache.
 // Minimising S·h + k·α over b gives b* = √(nα / (S(β[+γ]))).
 // Baselines: MST ⌈log P⌉(α + nβ); BE (scatter/reduce-scatter + allgather)
 // ≈ 2 log P α + 2 n(P−1)/P β; ring allreduce 2(P−1)(α + nβ/P). Calibrated

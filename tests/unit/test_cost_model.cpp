@@ -67,24 +67,30 @@ TEST(CostModel, LpOnPeerLinksCountsTheNodesCopiesAndReductions) {
   m.window = 4;
   const LinkMix shm{true, false};
   const double a = 1e-6, c = 1e-10 / 2, g = 2e-10, blk = 100;  // a copy is β_shm / 2
-  // The ranks of a node stream through one memory: the period is their summed
-  // work per block. P=2 reduce to 0: rank 1 copies its block into the slot
-  // (c), rank 0 adds the slot to its own block (γ). One start-up hop.
-  EXPECT_DOUBLE_EQ(m.predict(Algo::Lp, CollKind::Reduce, 1000, 2, 0, blk, shm),
-                   (a + blk * (2 * c + g)) + 10 * (a + blk * (c + g)));
-  // P=2 allreduce: rank 1 copies in and out of slots (2c), rank 0 reduces and
-  // copies the result into the slot (γ + c).
+  // Blocks are read in place; each rank works on its own core, copies share
+  // the node's memory. P=2 reduce to 0: rank 1 sends in place, rank 0 adds
+  // its neighbour's block to its own (γ): no transfer stage before it.
+  EXPECT_DOUBLE_EQ(m.predict(Algo::Lp, CollKind::Reduce, 1000, 2, 0, blk, shm), 10 * (a + blk * g));
+  // P=2 allreduce: rank 0 reduces (γ) while rank 1 copies the results (c).
   EXPECT_DOUBLE_EQ(m.predict(Algo::Lp, CollKind::Allreduce, 1000, 2, 0, blk, shm),
-                   2 * (a + blk * (2 * c + g)) + 10 * (a + blk * (3 * c + g)));
-  // P=4 bcast from 0: root in -> out -> slot (2c), two inner ranks slot -> out
-  // -> slot (2c each), the end slot -> out (c): 7c per byte of a block.
+                   (a + blk * (2 * c + g)) + 10 * (a + blk * std::max(c, g)));
+  m.gamma = c / 2;  // ...unless copying is the slower
+  EXPECT_DOUBLE_EQ(m.predict(Algo::Lp, CollKind::Allreduce, 1000, 2, 0, blk, shm),
+                   (a + blk * (2 * c + c / 2)) + 10 * (a + blk * c));
+  m.gamma = g;
+  // P=4 bcast from 0: every rank makes one copy (the root in -> out, a stage
+  // of its own; the others their neighbour's out -> out), all through one
+  // memory: 4c.
   EXPECT_DOUBLE_EQ(m.predict(Algo::Lp, CollKind::Bcast, 1000, 4, 0, blk, shm),
-                   3 * (a + blk * 2 * c) + 10 * (a + blk * 7 * c));
-  // Several nodes of 3 ranks: a node's inner ranks set the pace, unless the MPI link is slower.
+                   3 * (a + blk * 2 * c) + 10 * (a + blk * 4 * c));
+  // Several nodes of 3 ranks: an inner rank's reduction sets the pace, unless the MPI link is slower.
   const LinkMix mixed{true, true, 3};
   EXPECT_DOUBLE_EQ(m.predict(Algo::Lp, CollKind::Reduce, 1000, 6, 0, blk, mixed),
-                   (2e-6 + blk * (8e-10 + g)) * 5 +
-                       10 * std::max({2e-6 + blk * 8e-10, blk * g, a + blk * 3 * g}));
+                   (2e-6 + blk * (8e-10 + g)) * 4 +
+                       10 * std::max({2e-6 + blk * 8e-10, blk * g, a + blk * g}));
+  // ...and in a bcast the node's three copies share its memory.
+  EXPECT_DOUBLE_EQ(m.predict(Algo::Lp, CollKind::Bcast, 1000, 6, 0, blk, mixed),
+                   (2e-6 + blk * 8e-10) * 5 + 10 * std::max(2e-6 + blk * 8e-10, a + blk * 3 * c));
 }
 
 TEST(CostModel, BestBlockMinimisesThePrediction) {
