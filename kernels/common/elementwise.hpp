@@ -21,6 +21,20 @@ struct ReduceAdd {
   LPSGD_HD void operator()(size_t i) const { out[i] = a[i] + b[i]; }
 };
 
+/// out[i] = (a[i] + b[i]) * alpha: the last step of an average in one pass,
+/// rounded exactly as ReduceAdd followed by Scale.
+template <class T>
+struct ReduceAddScale {
+  T* out;
+  const T* a;
+  const T* b;
+  T alpha;
+  LPSGD_HD void operator()(size_t i) const {
+    const T sum = static_cast<T>(a[i] + b[i]);
+    out[i] = static_cast<T>(sum * alpha);
+  }
+};
+
 /// x[i] *= alpha (average = sum then scale by 1/P).
 template <class T>
 struct Scale {

@@ -12,6 +12,14 @@ void reduce_add(DType t, void* out, const void* a, const void* b, size_t n) {
   });
 }
 
+void reduce_add_scale(DType t, void* out, const void* a, const void* b, double alpha, size_t n) {
+  dispatch_dtype(t, [&](auto tag) {
+    using T = decltype(tag);
+    launch(n, ReduceAddScale<T>{static_cast<T*>(out), static_cast<const T*>(a),
+                                static_cast<const T*>(b), static_cast<T>(alpha)});
+  });
+}
+
 void scale(DType t, void* x, double alpha, size_t n) {
   dispatch_dtype(t, [&](auto tag) {
     using T = decltype(tag);

@@ -14,6 +14,7 @@ inline void launch(size_t n, const F& f) {
 }
 
 void reduce_add(DType t, void* out, const void* a, const void* b, size_t n);
+void reduce_add_scale(DType t, void* out, const void* a, const void* b, double alpha, size_t n);
 void scale(DType t, void* x, double alpha, size_t n);
 void axpy(DType t, void* y, double alpha, const void* x, size_t n);
 

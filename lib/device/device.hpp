@@ -66,6 +66,13 @@ class Device {
 
   /// out[i] = a[i] + b[i] for n elements; out may be a or b.
   virtual void reduce_add(DType t, void* out, const void* a, const void* b, size_t n) = 0;
+  /// out[i] = (a[i] + b[i]) * alpha, rounded as reduce_add then scale (the
+  /// last step of an average); by default exactly those two.
+  virtual void reduce_add_scale(DType t, void* out, const void* a, const void* b, double alpha,
+                                size_t n) {
+    reduce_add(t, out, a, b, n);
+    scale(t, out, alpha, n);
+  }
   /// x[i] *= alpha.
   virtual void scale(DType t, void* x, double alpha, size_t n) = 0;
   /// y[i] += alpha * x[i].

@@ -43,6 +43,20 @@ void check_ops(Device& dev) {
     dev.copy_to_host(out.data(), da.data(), n * sizeof(T));
     for (size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], static_cast<T>(a[i] * 2));
 
+    // The fused last step of an average rounds as reduce_add, then scale.
+    const double third = 1.0 / 3;
+    dev.copy_from_host(da.data(), a.data(), n * sizeof(T));
+    dev.reduce_add_scale(t, dout.data(), da.data(), db.data(), third, n);
+    dev.copy_to_host(out.data(), dout.data(), n * sizeof(T));
+    for (size_t i = 0; i < n; ++i) {
+      const T sum = static_cast<T>(a[i] + b[i]);
+      ASSERT_EQ(out[i], static_cast<T>(sum * static_cast<T>(third))) << "n=" << n << " i=" << i;
+    }
+    dev.reduce_add_scale(t, da.data(), da.data(), db.data(), third, n);  // in place
+    std::vector<T> twice(n);
+    dev.copy_to_host(twice.data(), da.data(), n * sizeof(T));
+    ASSERT_EQ(twice, out);
+
     dev.copy_from_host(da.data(), a.data(), n * sizeof(T));
     dev.axpy(t, da.data(), 3.0, db.data(), n);
     dev.copy_to_host(out.data(), da.data(), n * sizeof(T));

@@ -133,18 +133,24 @@ class LpCollective final : public Collective {
           inner_->post_send(i_tx(j), in_block(j), block_bytes_of(j));
         }
       } else {
-        // The centre: out = (left + mine) + right, the fixed order.
+        // The centre: out = (left + mine) + right, the fixed order; an average
+        // scales by 1/P in the same pass as the last addition.
+        const bool avg = args_.op == ReduceOp::Avg;
         const void* acc = in_block(j);
-        if (part[0]) {
-          dev_.reduce_add(args_.dtype, out_block(j), part[0], acc, n);
+        for (int o = 0; o < 2; ++o) {
+          if (!part[o]) continue;
+          const void* a = o == 0 ? part[0] : acc;
+          const void* b = o == 0 ? acc : part[1];
+          if (avg && (o == 1 || !part[1]))
+            dev_.reduce_add_scale(args_.dtype, out_block(j), a, b, 1.0 / P_, n);
+          else
+            dev_.reduce_add(args_.dtype, out_block(j), a, b, n);
           acc = out_block(j);
         }
-        if (part[1]) {
-          dev_.reduce_add(args_.dtype, out_block(j), acc, part[1], n);
-          acc = out_block(j);
+        if (acc != out_block(j)) {
+          dev_.copy(out_block(j), acc, block_bytes_of(j));
+          if (avg) dev_.scale(args_.dtype, out_block(j), 1.0 / P_, n);
         }
-        if (acc != out_block(j)) dev_.copy(out_block(j), acc, block_bytes_of(j));
-        if (args_.op == ReduceOp::Avg) dev_.scale(args_.dtype, out_block(j), 1.0 / P_, n);
         for (int o = 0; o < 2; ++o)
           if (part[o]) outer_[o]->release_recv(o_rx(o, j));
       }

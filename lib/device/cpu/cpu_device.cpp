@@ -26,6 +26,11 @@ void CpuDevice::reduce_add(DType t, void* out, const void* a, const void* b, siz
   kernels::cpu::reduce_add(t, out, a, b, n);
 }
 
+void CpuDevice::reduce_add_scale(DType t, void* out, const void* a, const void* b, double alpha,
+                                 size_t n) {
+  kernels::cpu::reduce_add_scale(t, out, a, b, alpha, n);
+}
+
 void CpuDevice::scale(DType t, void* x, double alpha, size_t n) {
   kernels::cpu::scale(t, x, alpha, n);
 }

@@ -57,6 +57,12 @@ void SmpiDevice::reduce_add(DType t, void* out, const void* a, const void* b, si
   charge(reduce_cost_ * static_cast<double>(n * dtype_size(t)));
 }
 
+void SmpiDevice::reduce_add_scale(DType t, void* out, const void* a, const void* b, double alpha,
+                                  size_t n) {
+  if (!shared_) CpuDevice::reduce_add_scale(t, out, a, b, alpha, n);
+  charge(reduce_cost_ * static_cast<double>(n * dtype_size(t)));
+}
+
 void SmpiDevice::scale(DType t, void* x, double alpha, size_t n) {
   if (!shared_) CpuDevice::scale(t, x, alpha, n);
 }

@@ -41,6 +41,8 @@ class SmpiDevice final : public CpuDevice {
   void copy(void* dst, const void* src, size_t bytes) override;
   void zero(void* p, size_t bytes) override;
   void reduce_add(DType t, void* out, const void* a, const void* b, size_t n) override;
+  void reduce_add_scale(DType t, void* out, const void* a, const void* b, double alpha,
+                        size_t n) override;
   void scale(DType t, void* x, double alpha, size_t n) override;
   void axpy(DType t, void* y, double alpha, const void* x, size_t n) override;
 
