@@ -302,7 +302,7 @@ int run_bench(int argc, char** argv) {
         row.block = copy_row ? 0 : blocks[a];
         row.time_us = med * 1e6;
         row.algbw = med > 0 ? static_cast<double>(row.bytes) / med / 1e9 : 0;
-        row.busbw = row.algbw * (kind == CollKind::Allreduce ? 2.0 * (P - 1) / P : 1.0);
+        row.busbw = row.algbw * (kind == CollKind::Allreduce && !copy_row ? 2.0 * (P - 1) / P : 1.0);
         row.predicted_us =
             copy_row ? std::numeric_limits<double>::quiet_NaN()
                      : 1e6 * comm.model().predict(resolved, kind, static_cast<double>(row.bytes), P, r,

@@ -54,7 +54,10 @@ def plot_size(rows, op, out):
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for algo, pts in sorted(series.items()):
         pts.sort()
-        ax.plot([b for b, _ in pts], [bw for _, bw in pts], marker="o", label=algo)
+        if algo == "copy":  # bench --floor: each rank copies in -> out
+            ax.plot([b for b, _ in pts], [bw for _, bw in pts], "k--", label="memory floor (copy)")
+        else:
+            ax.plot([b for b, _ in pts], [bw for _, bw in pts], marker="o", label=algo)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("message size (bytes)")
     ax.set_ylabel("bus bandwidth (GB/s)")
