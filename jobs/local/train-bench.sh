@@ -60,16 +60,24 @@ for i, c in enumerate(cases):
                      compute_share=med("compute_s") / med("train_s"),
                      comm_wait_share=med("comm_wait_s") / med("train_s"),
                      comm_share=med("comm_s") / med("train_s"),
-                     data_share=med("data_s") / med("train_s")))
+                     data_share=med("data_s") / med("train_s"),
+                     # compute time per sample a rank processes
+                     compute_us_per_sample=1e6 * med("compute_s") / med("samples") * int(np_)))
 base = rows[0]["samples_per_s"]
-print(f"{'case':34} {'samples/s':>10} {'vs P=1':>7} {'step ms':>8} {'compute':>8} {'comm wait':>9} {'comm busy':>9} {'data':>6}")
+base_compute = rows[0]["compute_us_per_sample"]
+print(f"{'case':34} {'samples/s':>10} {'vs P=1':>7} {'step ms':>8} {'compute':>8} {'comm wait':>9} "
+      f"{'comm busy':>9} {'data':>6} {'us/sample':>9} {'ceiling':>8}")
 for r in rows:
     r["speedup_vs_p1"] = r["samples_per_s"] / base
+    # The speed-up with communication free: P ranks, each computing a sample
+    # as fast as it does here (ranks that share a machine share its memory).
+    r["ceiling_vs_p1"] = r["ranks"] * base_compute / r["compute_us_per_sample"]
     print(f"{r['case']:34} {r['samples_per_s']:10.0f} {r['speedup_vs_p1']:6.2f}x {r['step_ms']:8.2f} "
           f"{100 * r['compute_share']:7.1f}% {100 * r['comm_wait_share']:8.1f}% {100 * r['comm_share']:8.1f}% "
-          f"{100 * r['data_share']:5.1f}%")
+          f"{100 * r['data_share']:5.1f}% {r['compute_us_per_sample']:9.1f} {r['ceiling_vs_p1']:7.2f}x")
 with open(out, "w") as f:
     for r in rows:
         f.write(json.dumps(r) + "\n")
-print(f"(median of {repeat} interleaved runs each; all runs' samples/s in {out})")
+print(f"(median of {repeat} interleaved runs each; all runs' samples/s in {out}; ceiling: the speed-up\n"
+      f" if communication were free, from each case's compute time per sample against P=1's)")
 PY
