@@ -243,16 +243,22 @@ int run_bench(int argc, char** argv) {
       std::vector<int64_t> wrong(algos.size(), -1);
       std::vector<size_t> blocks(algos.size(), 0);
       std::vector<double> copy_times;
+      // All ranks start together; the time is the slowest rank's, until its
+      // communication queue has finished (simulated time under SMPI).
+      auto timed = [&](auto&& work) {
+        MPI_Barrier(comm.ctrl_comm());
+        const double t0 = MPI_Wtime();
+        work();
+        cq.synchronize();
+        double dt = MPI_Wtime() - t0;
+        MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, comm.ctrl_comm());
+        return dt;
+      };
       for (int it = 0; it < warmup + iters; ++it) {
         if (floor) {
           // The least any rank's part of a collective on one node costs: read
           // its n bytes once and write n bytes once, all ranks at the same time.
-          MPI_Barrier(comm.ctrl_comm());
-          const double t0 = MPI_Wtime();
-          cq.copy(out_data, in_data, count * esize);
-          cq.synchronize();
-          double dt = MPI_Wtime() - t0;
-          MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, comm.ctrl_comm());
+          const double dt = timed([&] { cq.copy(out_data, in_data, count * esize); });
           if (it >= warmup) copy_times.push_back(dt);
         }
         for (size_t a = 0; a < algos.size(); ++a) {
@@ -260,13 +266,10 @@ int run_bench(int argc, char** argv) {
           CollArgs args{kind, in_data, out_data, count, dtype, ReduceOp::Sum, r};
           auto h = comm.create(algos[a], args, block);
           blocks[a] = h->block_bytes();
-          MPI_Barrier(comm.ctrl_comm());
-          const double t0 = MPI_Wtime();
-          h->start();
-          h->wait();
-          cq.synchronize();
-          double dt = MPI_Wtime() - t0;  // simulated time under SMPI
-          MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, comm.ctrl_comm());
+          const double dt = timed([&] {
+            h->start();
+            h->wait();
+          });
           if (it >= warmup) times[a].push_back(dt);
           if (check && it == warmup + iters - 1) {
             cq.copy_to_host(host.data(), out_data, count * esize);
@@ -289,11 +292,6 @@ int run_bench(int argc, char** argv) {
                                          : 0.5 * (ts[ts.size() / 2 - 1] + ts[ts.size() / 2]);
         Row row;
         row.op = coll_name(kind);
-        const Algo algo = copy_row ? Algo::Lp : algos[a];
-        const auto [resolved, rb] = comm.resolve(algo, {kind, nullptr, nullptr, count, dtype, ReduceOp::Sum, r}, block);
-        row.algo = copy_row              ? std::string("copy")
-                   : algo == Algo::Auto ? std::string("auto:") + algo_name(resolved)
-                                        : algo_name(algo);
         row.dtype = dtype_name(dtype);
         row.bytes = count * esize;
         row.count = count;
@@ -303,10 +301,17 @@ int run_bench(int argc, char** argv) {
         row.time_us = med * 1e6;
         row.algbw = med > 0 ? static_cast<double>(row.bytes) / med / 1e9 : 0;
         row.busbw = row.algbw * (kind == CollKind::Allreduce && !copy_row ? 2.0 * (P - 1) / P : 1.0);
-        row.predicted_us =
-            copy_row ? std::numeric_limits<double>::quiet_NaN()
-                     : 1e6 * comm.model().predict(resolved, kind, static_cast<double>(row.bytes), P, r,
-                                                  static_cast<double>(rb), LinkMix::of(comm.chain()));
+        if (copy_row) {
+          row.algo = "copy";
+          row.predicted_us = std::numeric_limits<double>::quiet_NaN();
+        } else {
+          const auto [resolved, rb] =
+              comm.resolve(algos[a], {kind, nullptr, nullptr, count, dtype, ReduceOp::Sum, r}, block);
+          row.algo = algos[a] == Algo::Auto ? std::string("auto:") + algo_name(resolved)
+                                            : algo_name(algos[a]);
+          row.predicted_us = 1e6 * comm.model().predict(resolved, kind, static_cast<double>(row.bytes), P, r,
+                                                        static_cast<double>(rb), LinkMix::of(comm.chain()));
+        }
         row.wrong = copy_row ? -1 : wrong[a];
         rows.push_back(row);
         if (me == 0) {

@@ -38,12 +38,9 @@ void Model::finalize(uint64_t seed) {
   }
   param_arena_ = DeviceBuffer(dev_, total_ * sizeof(float));
   grad_arena_ = DeviceBuffer(dev_, total_ * sizeof(float));
-  params_ = param_arena_.as<float>();
-  grads_ = grad_arena_.as<float>();
+  bind_arenas(param_arena_.as<float>(), grad_arena_.as<float>());
   for (const ParamSlot& s : slots_) {
     Param& p = layers_[s.layer]->params()[s.param];
-    p.value = Tensor(dev_, params_ + s.offset, p.shape);
-    p.grad = Tensor(dev_, grads_ + s.offset, p.shape);
     // Stream (layer << 16) + param: independent of the layout and of the
     // other layers, so adding a layer does not reshuffle the others' values.
     Rng rng(seed, (static_cast<uint64_t>(s.layer) << 16) + s.param);
@@ -103,13 +100,7 @@ Tensor Model::grads() const {
   return Tensor(dev_, grads_, Shape{static_cast<int64_t>(total_)});
 }
 
-void Model::place_arenas(float* params, float* grads) {
-  LPSGD_CHECK(finalized_, "Model::place_arenas before finalize()");
-  LPSGD_CHECK(params && grads && params != grads, "Model::place_arenas needs two distinct arenas");
-  const size_t bytes = total_ * sizeof(float);
-  dev_.copy(params, params_, bytes);
-  dev_.copy(grads, grads_, bytes);
-  dev_.synchronize();
+void Model::bind_arenas(float* params, float* grads) {
   params_ = params;
   grads_ = grads;
   for (const ParamSlot& s : slots_) {
@@ -117,6 +108,16 @@ void Model::place_arenas(float* params, float* grads) {
     p.value = Tensor(dev_, params_ + s.offset, p.shape);
     p.grad = Tensor(dev_, grads_ + s.offset, p.shape);
   }
+}
+
+void Model::place_arenas(float* params, float* grads) {
+  LPSGD_CHECK(finalized_, "Model::place_arenas before finalize()");
+  LPSGD_CHECK(params && grads && params != grads, "Model::place_arenas needs two distinct arenas");
+  const size_t bytes = total_ * sizeof(float);
+  dev_.copy(params, params_, bytes);
+  dev_.copy(grads, grads_, bytes);
+  dev_.synchronize();
+  bind_arenas(params, grads);
   param_arena_ = DeviceBuffer();
   grad_arena_ = DeviceBuffer();
 }

@@ -90,7 +90,7 @@ class Model {
   Tensor params() const;
   Tensor grads() const;
   /// Moves the parameter and gradient arenas, values and all, into memory the
-  /// caller provides (num_params() floats each, on this device) and keeps it
+  /// caller provides (param_count() floats each, on this device) and keeps it
   /// alive for the model's life: e.g. Communicator::alloc_shared, which the
   /// links of a node read in place.
   void place_arenas(float* params, float* grads);
@@ -121,6 +121,8 @@ class Model {
   std::string summary() const;
 
  private:
+  // Points the arenas, and every parameter's value and grad tensors, at them.
+  void bind_arenas(float* params, float* grads);
   Device& dev_;
   Shape input_shape_, shape_;
   std::vector<std::unique_ptr<Layer>> layers_;

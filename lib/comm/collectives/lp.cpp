@@ -136,15 +136,19 @@ class LpCollective final : public Collective {
         // The centre: out = (left + mine) + right, the fixed order; an average
         // scales by 1/P in the same pass as the last addition.
         const bool avg = args_.op == ReduceOp::Avg;
-        const void* acc = in_block(j);
-        for (int o = 0; o < 2; ++o) {
-          if (!part[o]) continue;
-          const void* a = o == 0 ? part[0] : acc;
-          const void* b = o == 0 ? acc : part[1];
-          if (avg && (o == 1 || !part[1]))
+        auto add = [&](const void* a, const void* b, bool last) {
+          if (avg && last)
             dev_.reduce_add_scale(args_.dtype, out_block(j), a, b, 1.0 / P_, n);
           else
             dev_.reduce_add(args_.dtype, out_block(j), a, b, n);
+        };
+        const void* acc = in_block(j);
+        if (part[0]) {
+          add(part[0], acc, !part[1]);
+          acc = out_block(j);
+        }
+        if (part[1]) {
+          add(acc, part[1], true);
           acc = out_block(j);
         }
         if (acc != out_block(j)) {
