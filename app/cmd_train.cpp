@@ -89,6 +89,7 @@ int run_train(int argc, char** argv) {
     ("comm-timeout", po::value(&c.comm_timeout_s)->default_value(c.comm_timeout_s), "seconds without progress = error")
     ("eval-every", po::value(&c.eval_every)->default_value(-1), "evaluate every N steps (-1: every epoch, 0: only at the end)")
     ("metrics", po::value(&c.metrics), "append JSON lines (one per evaluation, one final) to FILE")
+    ("step-trace", po::value(&c.step_trace), "write one line of timings per step to PREFIX.rank<R>.tsv (see jobs/plot/steps.py)")
     ("progress", po::value(&progress)->default_value(progress), "auto, bar (redrawn line), lines or off")
     ("progress-every", po::value(&c.progress_every_s)->default_value(c.progress_every_s), "seconds between progress lines when stdout is not a terminal (0: none)")
     ("checkpoint-dir", po::value(&c.checkpoint_dir), "write checkpoints (*.h5) here; one is always written at the end")

@@ -28,6 +28,7 @@ GradSync::GradSync(comm::Communicator& comm, comm::ProgressEngine* engine, nn::M
   if (opt_.bucket_bytes == 0) opt_.bucket_bytes = model.param_count() * sizeof(float);
   buckets_ = model.buckets(opt_.bucket_bytes);
   grad_coll_.resize(buckets_.size());
+  bucket_wait_s_.assign(buckets_.size(), 0.0);
   param_coll_.resize(buckets_.size());
   for (size_t b = 0; b < buckets_.size(); ++b) {
     ready_.push_back(model.device().create_event());
@@ -62,6 +63,7 @@ std::string GradSync::describe() const {
 void GradSync::begin_step() {
   launched_ = 0;
   submitted_s_.clear();
+  std::fill(bucket_wait_s_.begin(), bucket_wait_s_.end(), 0.0);
 }
 
 std::unique_ptr<comm::Collective> GradSync::make(comm::CollKind kind, float* data, size_t count) {
@@ -101,10 +103,12 @@ void GradSync::on_layer_done(size_t layer) {
     launch(launched_++);
 }
 
-void GradSync::wait(comm::Collective* c, SyncTimes& t) {
+void GradSync::wait(size_t b, comm::Collective* c, SyncTimes& t) {
   const double t0 = now_s();
   c->wait();
-  t.wait_s += now_s() - t0;
+  const double dt = now_s() - t0;
+  t.wait_s += dt;
+  bucket_wait_s_[b] += dt;
 }
 
 void GradSync::update(size_t b, float lr) {
@@ -121,7 +125,7 @@ SyncTimes GradSync::apply(float lr) {
     for (size_t b = 0; b < nb; ++b) update(b, lr);
   } else if (opt_.mode == SyncMode::Allreduce) {
     for (size_t b = 0; b < nb; ++b) {
-      wait(grad_coll_[b].get(), t);
+      wait(b, grad_coll_[b].get(), t);
       done.push_back(grad_coll_[b].get());
       order(comm_.device(), model_.device(), *arrived_[b]);
       update(b, lr);
@@ -132,7 +136,7 @@ SyncTimes GradSync::apply(float lr) {
     for (size_t b = 0; b < nb; ++b) {
       done.push_back(grad_coll_[b].get());
       if (root) {
-        wait(grad_coll_[b].get(), t);
+        wait(b, grad_coll_[b].get(), t);
         order(comm_.device(), model_.device(), *arrived_[b]);
         update(b, lr);
         order(model_.device(), comm_.device(), *updated_[b]);  // the broadcast reads them
@@ -141,8 +145,8 @@ SyncTimes GradSync::apply(float lr) {
       submit(param_coll_[b].get());
     }
     for (size_t b = 0; b < nb; ++b) {
-      if (!root) wait(grad_coll_[b].get(), t);
-      wait(param_coll_[b].get(), t);
+      if (!root) wait(b, grad_coll_[b].get(), t);
+      wait(b, param_coll_[b].get(), t);
       done.push_back(param_coll_[b].get());
     }
     // The next forward reads the broadcast parameters.

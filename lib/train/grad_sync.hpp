@@ -84,6 +84,8 @@ class GradSync {
   SyncTimes apply(float lr);
 
   const std::vector<nn::GradBucket>& buckets() const { return buckets_; }
+  /// Seconds the last apply() was blocked on each bucket's collectives.
+  const std::vector<double>& bucket_wait_s() const { return bucket_wait_s_; }
   const GradSyncOptions& options() const { return opt_; }
   /// The algorithm and LP block the largest bucket resolves to, for logs.
   std::string describe() const;
@@ -92,8 +94,9 @@ class GradSync {
   void launch(size_t bucket);
   std::unique_ptr<comm::Collective> make(comm::CollKind kind, float* data, size_t count);
   void submit(comm::Collective* c);
-  /// Waits for c; adds the time this thread was blocked to wait_s.
-  void wait(comm::Collective* c, SyncTimes& t);
+  /// Waits for c (a collective of bucket b); adds the time this thread was
+  /// blocked to wait_s and to the bucket's wait.
+  void wait(size_t b, comm::Collective* c, SyncTimes& t);
   void update(size_t bucket, float lr);
   /// Makes `to` wait for the work queued on `from` so far (no host wait).
   void order(Device& from, Device& to, DeviceEvent& e);
@@ -104,6 +107,7 @@ class GradSync {
   Sgd& sgd_;
   GradSyncOptions opt_;
   std::vector<nn::GradBucket> buckets_;
+  std::vector<double> bucket_wait_s_;
   size_t launched_ = 0;  // buckets whose gradient collective has started this step
   std::vector<std::unique_ptr<comm::Collective>> grad_coll_, param_coll_;
   std::vector<double> submitted_s_;  // per collective of this step, in start order

@@ -47,6 +47,37 @@ void MetricsWriter::write(const MetricsRecord& r) {
   std::fflush(f_);
 }
 
+StepTrace::StepTrace(const std::string& prefix, int rank) {
+  if (prefix.empty()) return;
+  const std::string path = prefix + ".rank" + std::to_string(rank) + ".tsv";
+  const auto dir = std::filesystem::path(path).parent_path();
+  std::error_code ec;
+  if (!dir.empty()) std::filesystem::create_directories(dir, ec);
+  f_ = std::fopen(path.c_str(), "w");
+  if (!f_)
+    LPSGD_USAGE_ERROR("cannot open --step-trace file '" << path << "': " << std::strerror(errno));
+  std::fputs("step\tstart_s\tdata_ms\tcompute_ms\tapply_ms\twait_ms\tbucket_wait_ms\n", f_);
+  flushed_s_ = now_s();
+}
+
+StepTrace::~StepTrace() {
+  if (f_) std::fclose(f_);
+}
+
+void StepTrace::write(const Step& s, const std::vector<double>& bucket_wait_s) {
+  if (!f_) return;
+  std::fprintf(f_, "%lld\t%.6f\t%.4f\t%.4f\t%.4f\t%.4f\t", static_cast<long long>(s.step),
+               s.start_s, 1e3 * s.data_s, 1e3 * s.compute_s, 1e3 * s.apply_s, 1e3 * s.wait_s);
+  for (size_t b = 0; b < bucket_wait_s.size(); ++b)
+    std::fprintf(f_, b ? ",%.4f" : "%.4f", 1e3 * bucket_wait_s[b]);
+  std::fputc('\n', f_);
+  const double t = now_s();
+  if (t - flushed_s_ >= 1.0) {
+    std::fflush(f_);
+    flushed_s_ = t;
+  }
+}
+
 std::string format_duration(double s) {
   if (!std::isfinite(s) || s < 0) return "?";
   const long long t = std::llround(s);

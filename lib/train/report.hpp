@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 namespace lpsgd::train {
 
@@ -41,6 +42,32 @@ class MetricsWriter {
 
  private:
   std::FILE* f_ = nullptr;
+};
+
+/// --step-trace: one tab-separated line per step of this rank, to see where
+/// a step's time goes (run jobs/plot/steps.py on the files of all ranks).
+/// Columns: step, start_s (when its compute began, after its data; steady
+/// clock, comparable between the ranks of one node), data_ms, compute_ms
+/// (forward and backward), apply_ms (what follows: gradient exchange and
+/// update), wait_ms (blocked on collectives, part of apply) and
+/// bucket_wait_ms (the same per bucket, comma-separated, in exchange order).
+class StepTrace {
+ public:
+  /// prefix "" writes nothing; otherwise PREFIX.rank<R>.tsv, started afresh.
+  StepTrace(const std::string& prefix, int rank);
+  ~StepTrace();
+  StepTrace(const StepTrace&) = delete;
+  StepTrace& operator=(const StepTrace&) = delete;
+  struct Step {
+    int64_t step = 0;
+    double start_s = 0, data_s = 0, compute_s = 0, apply_s = 0, wait_s = 0;
+  };
+  /// Buffered; flushed about once a second and at the end.
+  void write(const Step& s, const std::vector<double>& bucket_wait_s);
+
+ private:
+  std::FILE* f_ = nullptr;
+  double flushed_s_ = 0;
 };
 
 /// How the progress line is shown.

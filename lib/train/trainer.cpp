@@ -177,6 +177,8 @@ class Run {
   uint64_t shown_samples_ = 0;
   Progress bar_;
   std::unique_ptr<MetricsWriter> metrics_;
+  std::unique_ptr<StepTrace> trace_;
+  StepTrace::Step last_;  // the timings of the last step(), for the trace
   nn::LossStats last_test_;
   std::string last_checksum_;
   // Checkpoints.
@@ -288,6 +290,7 @@ Run::Run(Device& dev, const TrainConfig& cfg) : dev_(dev), cfg_(cfg), bar_(cfg.p
                       rank_ == 0 ? cfg_.metrics : std::string(), resumed);
                 }),
                 ctl_);
+  share_outcome(attempt([&] { trace_ = std::make_unique<StepTrace>(cfg_.step_trace, rank_); }), ctl_);
   last_ckpt_time_ = now_s();
 }
 
@@ -494,10 +497,17 @@ void Run::step(const io::Batch& b) {
   const nn::Tensor x(dev_, x_.as<float>(), model_->input_shape().with_batch(b.size));
   sync_->begin_step();
   const nn::LossStats s = model_->forward_backward(x, y_.as<int32_t>(), sync_->layer_done_fn());
+  const double t1 = now_s();
   lr_ = static_cast<float>(schedule_->lr(step_));
-  times_ += sync_->apply(lr_);
+  const SyncTimes st = sync_->apply(lr_);
+  times_ += st;
   dev_.synchronize();
-  train_s_ += now_s() - t0;
+  const double t2 = now_s();
+  train_s_ += t2 - t0;
+  last_.start_s = t0;
+  last_.compute_s = t1 - t0;
+  last_.apply_s = t2 - t1;
+  last_.wait_s = st.wait_s;
   interval_ += s;
   shown_ += s;
   ++step_;
@@ -606,6 +616,9 @@ TrainResult Run::go() {
     data_s_ += dt;
     train_s_ += dt;
     step(batch_);
+    last_.step = step_;
+    last_.data_s = dt;
+    trace_->write(last_, sync_->bucket_wait_s());
     progress();
     if (cfg_.eval_every > 0 && step_ % cfg_.eval_every == 0 && !finished()) evaluate("eval");
     // An epoch whose remaining samples do not fill a global batch is over:

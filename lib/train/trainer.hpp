@@ -48,6 +48,7 @@ struct TrainConfig {
   // Reporting.
   int64_t eval_every = -1;            ///< steps; -1: every epoch; 0: only at the end
   std::string metrics;                ///< JSON-lines file ("" none)
+  std::string step_trace;             ///< per-step timing files PREFIX.rank<R>.tsv ("" none)
   ProgressMode progress = ProgressMode::Auto;
   double progress_every_s = 10;       ///< period of progress lines (not on a terminal)
   // Data loading.

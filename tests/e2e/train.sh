@@ -34,11 +34,32 @@ compare() {
 }
 
 train p1 1 --batch 128
-train p2 2 --batch 64
+train p2 2 --batch 64 --step-trace "$tmp/trace/p2"
 train p4 4 --batch 32
 train p2-rb 2 --batch 64 --sync reduce-bcast
 train p4-rb 4 --batch 32 --sync reduce-bcast --overlap off
 compare "$tmp/p1.jsonl" "$tmp/p2.jsonl" "$tmp/p4.jsonl" "$tmp/p2-rb.jsonl" "$tmp/p4-rb.jsonl"
+
+# The step trace of p2: a header and one line per step on each rank, waits
+# within apply, one wait per bucket; steps.py reads both ranks.
+for r in 0 1; do
+  python3 - "$tmp/trace/p2.rank$r.tsv" <<'PY' || fails=$((fails + 1))
+import sys
+lines = open(sys.argv[1]).read().splitlines()
+assert lines[0].split("\t")[:6] == ["step", "start_s", "data_ms", "compute_ms", "apply_ms", "wait_ms"], lines[0]
+rows = [l.split("\t") for l in lines[1:]]
+assert [int(r[0]) for r in rows] == list(range(1, 51)), "steps 1..50 expected"
+nb = {len(r[6].split(",")) for r in rows}
+assert len(nb) == 1 and nb.pop() > 1, f"one wait per bucket (several buckets) expected: {rows[0]}"
+for r in rows:
+    apply_ms, wait_ms = float(r[4]), float(r[5])
+    assert 0 <= wait_ms <= apply_ms + 1e-3, f"wait outside apply: {r}"
+    assert abs(sum(map(float, r[6].split(","))) - wait_ms) < 1e-2, f"bucket waits do not add up: {r}"
+PY
+done
+"$here/../../jobs/plot/steps.py" "$tmp/trace/p2" --skip 5 --out "$tmp/steps.png" >"$tmp/steps.out" 2>&1 &&
+  grep -q "^2 rank(s), 45 steps" "$tmp/steps.out" && grep -q "^exchange" "$tmp/steps.out" && [[ -s $tmp/steps.png ]] ||
+  { echo "FAIL: jobs/plot/steps.py on the p2 trace:"; cat "$tmp/steps.out"; fails=$((fails + 1)); }
 
 # Every algorithm, on a chain of two pretend nodes (peer and MPI links).
 algo_runs=()
@@ -61,6 +82,8 @@ expect_error 2 "does not fit|input" -- \
   "${mpi[@]}" "$LPSGD" train --data "$data" --model mlp:784-32-4
 expect_error 2 "--sync must be allreduce or reduce-bcast" -- \
   "${mpi[@]}" "$LPSGD" train --data "$data" --model mlp:64-32-4 --sync tree
+expect_error 2 "cannot open --step-trace file" -- \
+  "$LPSGD" train --data "$data" --model mlp:64-32-4 --max-steps 1 --step-trace /proc/none/trace
 expect_error 2 "--data is required" -- "$LPSGD" train --model mlp:64-32-4
 expect_error 2 "fewer than one global batch" -- \
   "$LPSGD" train --data "$data" --model mlp:64-32-4 --batch 4096
