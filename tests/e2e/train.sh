@@ -57,9 +57,11 @@ for r in rows:
     assert abs(sum(map(float, r[6].split(","))) - wait_ms) < 1e-2, f"bucket waits do not add up: {r}"
 PY
 done
-"$here/../../jobs/plot/steps.py" "$tmp/trace/p2" --skip 5 --out "$tmp/steps.png" >"$tmp/steps.out" 2>&1 &&
-  grep -q "^2 rank(s), 45 steps" "$tmp/steps.out" && grep -q "^exchange" "$tmp/steps.out" && [[ -s $tmp/steps.png ]] ||
-  { echo "FAIL: jobs/plot/steps.py on the p2 trace:"; cat "$tmp/steps.out"; fails=$((fails + 1)); }
+if ! { "$here/../../jobs/plot/steps.py" "$tmp/trace/p2" --skip 5 --out "$tmp/steps.png" >"$tmp/steps.out" 2>&1 &&
+        grep -q "^2 rank(s), 45 steps" "$tmp/steps.out" && grep -q "^exchange" "$tmp/steps.out" &&
+        [[ -s $tmp/steps.png ]]; }; then
+  echo "FAIL: jobs/plot/steps.py on the p2 trace:"; cat "$tmp/steps.out"; fails=$((fails + 1))
+fi
 
 # Every algorithm, on a chain of two pretend nodes (peer and MPI links).
 algo_runs=()
