@@ -14,15 +14,24 @@
 
 namespace lpsgd::train {
 
-MetricsWriter::MetricsWriter(const std::string& path, bool append) {
-  if (path.empty()) return;
-  // Like the checkpoint directory, the metrics file's directory is made.
+namespace {
+
+// Opens a report file named by --option; like the checkpoint directory, its
+// directory is made. A file that cannot be opened is a usage error.
+std::FILE* open_report(const std::string& path, const char* mode, const char* option) {
   const auto dir = std::filesystem::path(path).parent_path();
   std::error_code ec;
   if (!dir.empty()) std::filesystem::create_directories(dir, ec);
-  f_ = std::fopen(path.c_str(), append ? "a" : "w");
-  if (!f_)
-    LPSGD_USAGE_ERROR("cannot open --metrics file '" << path << "': " << std::strerror(errno));
+  std::FILE* f = std::fopen(path.c_str(), mode);
+  if (!f)
+    LPSGD_USAGE_ERROR("cannot open --" << option << " file '" << path << "': " << std::strerror(errno));
+  return f;
+}
+
+}  // namespace
+
+MetricsWriter::MetricsWriter(const std::string& path, bool append) {
+  if (!path.empty()) f_ = open_report(path, append ? "a" : "w", "metrics");
 }
 
 MetricsWriter::~MetricsWriter() {
@@ -49,13 +58,7 @@ void MetricsWriter::write(const MetricsRecord& r) {
 
 StepTrace::StepTrace(const std::string& prefix, int rank) {
   if (prefix.empty()) return;
-  const std::string path = prefix + ".rank" + std::to_string(rank) + ".tsv";
-  const auto dir = std::filesystem::path(path).parent_path();
-  std::error_code ec;
-  if (!dir.empty()) std::filesystem::create_directories(dir, ec);
-  f_ = std::fopen(path.c_str(), "w");
-  if (!f_)
-    LPSGD_USAGE_ERROR("cannot open --step-trace file '" << path << "': " << std::strerror(errno));
+  f_ = open_report(prefix + ".rank" + std::to_string(rank) + ".tsv", "w", "step-trace");
   std::fputs("step\tstart_s\tdata_ms\tcompute_ms\tapply_ms\twait_ms\tbucket_wait_ms\n", f_);
   flushed_s_ = now_s();
 }

@@ -124,7 +124,8 @@ class Run {
   TrainResult go();
 
  private:
-  void step(const io::Batch& b);
+  /// One training step on b, whose loading took data_s.
+  void step(const io::Batch& b, double data_s);
   /// Evaluates on the test split, writes a metrics record and a line.
   void evaluate(const char* kind);
   /// Throws unless every rank holds the same parameters; returns the checksum.
@@ -178,7 +179,6 @@ class Run {
   Progress bar_;
   std::unique_ptr<MetricsWriter> metrics_;
   std::unique_ptr<StepTrace> trace_;
-  StepTrace::Step last_;  // the timings of the last step(), for the trace
   nn::LossStats last_test_;
   std::string last_checksum_;
   // Checkpoints.
@@ -489,7 +489,7 @@ std::string Run::check_identical(const std::string& when) {
   return checksum_hex(mine);
 }
 
-void Run::step(const io::Batch& b) {
+void Run::step(const io::Batch& b, double data_s) {
   const double t0 = now_s();
   const size_t sample = static_cast<size_t>(train_->shape().sample_elems());
   dev_.copy_from_host(x_.data(), b.x.data(), static_cast<size_t>(b.size) * sample * sizeof(float));
@@ -504,13 +504,10 @@ void Run::step(const io::Batch& b) {
   dev_.synchronize();
   const double t2 = now_s();
   train_s_ += t2 - t0;
-  last_.start_s = t0;
-  last_.compute_s = t1 - t0;
-  last_.apply_s = t2 - t1;
-  last_.wait_s = st.wait_s;
   interval_ += s;
   shown_ += s;
   ++step_;
+  trace_->write({step_, t0, data_s, t1 - t0, t2 - t1, st.wait_s}, sync_->bucket_wait_s());
   samples_ += static_cast<uint64_t>(cfg_.batch) * static_cast<uint64_t>(world_);
   run_samples_ += static_cast<uint64_t>(cfg_.batch) * static_cast<uint64_t>(world_);
 }
@@ -615,10 +612,7 @@ TrainResult Run::go() {
     }
     data_s_ += dt;
     train_s_ += dt;
-    step(batch_);
-    last_.step = step_;
-    last_.data_s = dt;
-    trace_->write(last_, sync_->bucket_wait_s());
+    step(batch_, dt);
     progress();
     if (cfg_.eval_every > 0 && step_ % cfg_.eval_every == 0 && !finished()) evaluate("eval");
     // An epoch whose remaining samples do not fill a global batch is over:
