@@ -42,7 +42,7 @@ void print_version() {
   std::printf("mpi: %s\n", mpi.c_str());
   std::printf("backends: %s", build::backends);
   if (build::have_cuda) std::printf(" (GPUs visible: %d)", cuda_device_count());
-  std::printf("\n");
+  std::printf("\ncompute: %s\n", compute_libraries().c_str());
 }
 
 int dispatch(int argc, char** argv) {

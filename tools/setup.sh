@@ -10,6 +10,7 @@ PACKAGES=(
   libhdf5-dev hdf5-tools
   libboost-program-options-dev
   libopenblas-dev
+  libdnnl-dev
   libgtest-dev googletest
   zlib1g-dev
   libxxhash-dev

@@ -209,7 +209,10 @@ struct ReluBackward {
   float* dx;
   const float* dy;
   const float* y;
-  LPSGD_HD void operator()(size_t i) const { dx[i] = y[i] > 0.0f ? dy[i] : 0.0f; }
+  LPSGD_HD void operator()(size_t i) const {
+    const float g = dy[i];  // read unconditionally: a select, not a branch, on SIMD and GPUs
+    dx[i] = y[i] > 0.0f ? g : 0.0f;
+  }
 };
 
 /// Inverted dropout: out[i] = in[i] * scale where element i is kept, else 0.

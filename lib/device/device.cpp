@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "device/cpu/cpu_device.hpp"
+#include "device/cpu/onednn.hpp"
 #include "kernels/cpu/gemm.hpp"
 #include "lpsgd/config.hpp"
 #if LPSGD_HAVE_CUDA
@@ -47,7 +48,18 @@ DeviceKind parse_device_kind(const std::string& name) {
   LPSGD_USAGE_ERROR("unknown device '" << name << "' (use cpu or cuda)");
 }
 
-void set_host_threads(int n) { kernels::cpu::set_blas_threads(n); }
+void set_host_threads(int n) {
+  kernels::cpu::set_blas_threads(n);
+  onednn::set_threads(n);
+}
+
+std::string compute_libraries() {
+  std::string s = kernels::cpu::blas_version() + ", " + onednn::describe();
+#if LPSGD_HAVE_CUDA
+  s += ", " + cuda_libraries();
+#endif
+  return s;
+}
 
 std::unique_ptr<Device> make_device(DeviceKind kind, int local_rank) {
   if (kind == DeviceKind::Cpu) return std::make_unique<CpuDevice>();

@@ -16,7 +16,10 @@
 // float32 neural-network kernels lib/nn and lib/train need (GEMM, im2col,
 // pooling, ...). They are virtual here so model code is backend-free: the CPU
 // backend runs kernels/cpu (OpenBLAS), a GPU backend runs kernels/cuda (cuBLAS).
-// Pointers passed to them are this device's memory.
+// Pointers passed to them are this device's memory. The layers' heavy
+// operations come as plans (plans.hpp), set up once per shape: the CPU backend
+// makes them with oneDNN, the CUDA backend with cuDNN, and any backend falls
+// back to the generic plans over the kernels above.
 #pragma once
 
 #include <cstddef>
@@ -25,6 +28,7 @@
 #include <string>
 
 #include "core/dtype.hpp"
+#include "device/plans.hpp"
 #include "kernels/common/nn.hpp"
 
 namespace lpsgd {
@@ -146,14 +150,31 @@ class Device {
   /// One SGD step over n elements of weights w, velocity v and gradient g.
   virtual void sgd_update(float* w, float* v, const float* g, size_t n,
                           const kernels::SgdHyper& h) = 0;
+
+  // ---- layer plans (plans.hpp): made once per shape, at set-up ---------------
+  // Defaults: the generic plans over the kernels above.
+
+  virtual std::unique_ptr<AffinePlan> plan_conv2d(const Conv2dSpec& s) {
+    return generic_conv2d(*this, s);
+  }
+  virtual std::unique_ptr<AffinePlan> plan_linear(const LinearSpec& s) {
+    return generic_linear(*this, s);
+  }
+  virtual std::unique_ptr<MaxPool2dPlan> plan_maxpool2d(const MaxPool2dSpec& s) {
+    return generic_maxpool2d(*this, s);
+  }
 };
 
 /// A device of the given kind; a CUDA device is chosen as local_rank % count.
 std::unique_ptr<Device> make_device(DeviceKind kind, int local_rank = 0);
 
-/// Host threads the CPU backend's BLAS may use per process (default: 1 is
-/// right for one rank per core).
+/// Host threads the CPU backend's compute libraries (OpenBLAS, oneDNN) may use
+/// in the calling thread's work (default: 1 is right for one rank per core).
 void set_host_threads(int n);
+
+/// The compute libraries this build uses, e.g. "OpenBLAS 0.3.21, oneDNN 2.6.3
+/// (avx2), cuBLAS 13.0, cuDNN 9.13" (lpsgd --version, benchmark headers).
+std::string compute_libraries();
 
 /// Number of usable GPUs (0 when CUDA is not built or no driver/GPU is present).
 int cuda_device_count();

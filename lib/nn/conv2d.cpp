@@ -1,4 +1,5 @@
-// Conv2d as im2col + GEMM per image (see layers.hpp for shapes and why per image).
+// Conv2d: shapes and parameters (see layers.hpp); the Device's convolution
+// plan does the work.
 #include "core/error.hpp"
 #include "nn/layers.hpp"
 
@@ -6,8 +7,8 @@ namespace lpsgd::nn {
 
 Conv2d::Conv2d(Device& dev, int64_t out_channels, int kernel, int stride, int padding,
                Init weight_init)
-    : Layer(dev), out_channels_(out_channels), kernel_(kernel), stride_(stride),
-      padding_(padding), weight_init_(weight_init), y_mem_(dev), dx_mem_(dev), col_mem_(dev) {
+    : AffineLayer(dev), out_channels_(out_channels), kernel_(kernel), stride_(stride),
+      padding_(padding), weight_init_(weight_init) {
   if (out_channels < 1 || kernel < 1 || stride < 1 || padding < 0)
     LPSGD_USAGE_ERROR("Conv2d: need out_channels, kernel, stride >= 1 and padding >= 0, got "
                       << out_channels << ", " << kernel << ", " << stride << ", " << padding);
@@ -38,48 +39,9 @@ Shape Conv2d::do_setup(const Shape& input) {
   return Shape{out_channels_, g_.out_h, g_.out_w};
 }
 
-Conv2d::Gemm Conv2d::dims() const {
-  return Gemm{static_cast<int>(g_.col_rows()), static_cast<int>(g_.col_cols()),
-              static_cast<int>(out_channels_), static_cast<size_t>(input_shape().numel()),
-              static_cast<size_t>(output_shape().numel())};
-}
-
-const Tensor& Conv2d::do_forward(const Tensor& x, Mode) {
-  const Gemm d = dims();
-  x_ = x;
-  y_ = y_mem_.tensor(output_shape().with_batch(batch()));
-  float* col = col_mem_.tensor(Shape{d.k, d.p}).data();
-  for (int64_t n = 0; n < batch(); ++n) {
-    // y_n[Cout, P] = W[Cout, K] * im2col(x_n)[K, P].
-    dev_.im2col(col, x.data() + n * d.in_image, g_);
-    dev_.gemm(false, false, d.cout, d.p, d.k, 1.0f, params_[0].value.data(), d.k, col, d.p, 0.0f,
-              y_.data() + n * d.out_image, d.p);
-  }
-  dev_.bias_add(y_.data(), params_[1].value.data(), static_cast<size_t>(batch()),
-                static_cast<size_t>(d.cout), static_cast<size_t>(d.p));
-  return y_;
-}
-
-const Tensor& Conv2d::do_backward(const Tensor& dy) {
-  const Gemm d = dims();
-  float* col = col_mem_.tensor(Shape{d.k, d.p}).data();
-  if (input_grad_) dx_ = dx_mem_.tensor(x_.shape());
-  for (int64_t n = 0; n < batch(); ++n) {
-    const float* dy_n = dy.data() + n * d.out_image;
-    // dW[Cout, K] (+)= dy_n[Cout, P] * im2col(x_n)[K, P]^T; the first image overwrites.
-    dev_.im2col(col, x_.data() + n * d.in_image, g_);
-    dev_.gemm(false, true, d.cout, d.k, d.p, 1.0f, dy_n, d.p, col, d.p, n == 0 ? 0.0f : 1.0f,
-              params_[0].grad.data(), d.k);
-    if (input_grad_) {
-      // dx_n = col2im(W[Cout, K]^T * dy_n[Cout, P]); the unfolding is no longer needed.
-      dev_.gemm(true, false, d.k, d.p, d.cout, 1.0f, params_[0].value.data(), d.k, dy_n, d.p, 0.0f,
-                col, d.p);
-      dev_.col2im(dx_.data() + n * d.in_image, col, g_);
-    }
-  }
-  dev_.bias_grad(params_[1].grad.data(), dy.data(), static_cast<size_t>(batch()),
-                 static_cast<size_t>(d.cout), static_cast<size_t>(d.p));
-  return input_grad_ ? dx_ : none_;
+std::unique_ptr<AffinePlan> Conv2d::make_plan(int64_t batch) {
+  return dev_.plan_conv2d(
+      Conv2dSpec{batch, g_, static_cast<int>(out_channels_), relu(), input_grad_});
 }
 
 }  // namespace lpsgd::nn

@@ -34,6 +34,12 @@ Shape Layer::setup(const Shape& input) {
   return out_;
 }
 
+void Layer::prepare(int64_t batch) {
+  LPSGD_CHECK(configured_, describe() << ": prepare() before setup()");
+  LPSGD_CHECK(batch >= 1, describe() << ": prepare() for batch " << batch);
+  do_prepare(batch);
+}
+
 const Tensor& Layer::forward(const Tensor& x, Mode mode) {
   LPSGD_CHECK(configured_, describe() << ": forward() before setup()");
   LPSGD_CHECK(x.shape().rank() >= 1 && x.shape()[0] >= 1 && x.shape().drop_batch() == in_,

@@ -63,6 +63,15 @@ class Layer {
   /// index, for layers that draw random numbers while running (Dropout).
   virtual void seed(uint64_t /*seed*/, size_t /*index*/) {}
 
+  /// Sets up what running a batch of this size needs (the Device's plans,
+  /// activation memory), so the first step does not. Optional: forward does
+  /// it for a batch size it has not seen.
+  void prepare(int64_t batch);
+
+  /// What runs this layer for batches of this size, e.g. "onednn jit:avx2"
+  /// (making its plan if there is none yet): for benchmarks and logs.
+  virtual std::string impl(int64_t /*batch*/) { return "device kernels"; }
+
   /// x: [N, input...] with N >= 1. Returns y: [N, output...].
   const Tensor& forward(const Tensor& x, Mode mode);
   /// dy: [N, output...] for the last forward, which must have been Mode::Train.
@@ -83,6 +92,7 @@ class Layer {
  protected:
   explicit Layer(Device& dev) : dev_(dev) {}
   virtual Shape do_setup(const Shape& input) = 0;
+  virtual void do_prepare(int64_t /*batch*/) {}
   virtual const Tensor& do_forward(const Tensor& x, Mode mode) = 0;
   /// Only called after a Mode::Train forward with dy of the right shape.
   virtual const Tensor& do_backward(const Tensor& dy) = 0;

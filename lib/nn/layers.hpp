@@ -4,15 +4,50 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "nn/layer.hpp"
 
 namespace lpsgd::nn {
 
+/// The layers with weights: y = act(W * x + b), where * is a matrix product
+/// (Linear) or a convolution (Conv2d) and act is the identity or a ReLU fused
+/// into the same pass (Model::finalize fuses a ReLU that follows). The work is
+/// a plan from the Device (device/plans.hpp: oneDNN on the CPU, cuDNN or cuBLAS
+/// on the GPU), made once per batch size, by prepare() or on first use.
+class AffineLayer : public Layer {
+ public:
+  /// Ends forward with max(., 0); the ReLU layer behind then only masks the
+  /// gradient. Set by Model::finalize.
+  void set_relu(bool on) { relu_ = on; }
+  bool relu() const { return relu_; }
+  std::string impl(int64_t batch) override { return plan(batch).impl(); }
+
+ protected:
+  explicit AffineLayer(Device& dev) : Layer(dev), y_mem_(dev), dx_mem_(dev) {}
+  virtual std::unique_ptr<AffinePlan> make_plan(int64_t batch) = 0;
+
+ private:
+  AffinePlan& plan(int64_t batch);
+  void do_prepare(int64_t batch) override;
+  const Tensor& do_forward(const Tensor& x, Mode mode) override;
+  const Tensor& do_backward(const Tensor& dy) override;
+
+  struct Key {
+    int64_t batch;
+    bool input_grad, relu;
+  };
+  bool relu_ = false;
+  std::vector<std::pair<Key, std::unique_ptr<AffinePlan>>> plans_;
+  Tensor x_, y_, dx_;
+  Scratch y_mem_, dx_mem_;
+};
+
 /// y = x W^T + b. Input [in], output [out]; weight [out, in], bias [out].
-/// GEMM through Device::gemm (OpenBLAS on the CPU).
-class Linear final : public Layer {
+class Linear final : public AffineLayer {
  public:
   /// weight_init: HeNormal before a ReLU, XavierUniform for a final classifier.
   Linear(Device& dev, int64_t out_features, Init weight_init = Init::HeNormal);
@@ -20,21 +55,16 @@ class Linear final : public Layer {
 
  private:
   Shape do_setup(const Shape& input) override;
-  const Tensor& do_forward(const Tensor& x, Mode mode) override;
-  const Tensor& do_backward(const Tensor& dy) override;
+  std::unique_ptr<AffinePlan> make_plan(int64_t batch) override;
 
   int64_t in_ = 0, out_;
   Init weight_init_;
-  Tensor x_, y_, dx_;
-  Scratch y_mem_, dx_mem_;
 };
 
 /// 2-D convolution, square kernel, same stride and zero padding on both axes.
 /// Input [C, H, W], output [out_channels, OH, OW] with OH = (H + 2p - k) / s + 1;
-/// weight [out_channels, C, k, k], bias [out_channels]. Each image is unfolded
-/// by im2col into [C k k, OH OW] and multiplied by the weight in one GEMM;
-/// backward recomputes the unfolding rather than storing it for the batch.
-class Conv2d final : public Layer {
+/// weight [out_channels, C, k, k], bias [out_channels].
+class Conv2d final : public AffineLayer {
  public:
   Conv2d(Device& dev, int64_t out_channels, int kernel, int stride = 1, int padding = 0,
          Init weight_init = Init::HeNormal);
@@ -42,22 +72,12 @@ class Conv2d final : public Layer {
 
  private:
   Shape do_setup(const Shape& input) override;
-  const Tensor& do_forward(const Tensor& x, Mode mode) override;
-  const Tensor& do_backward(const Tensor& dy) override;
-
-  // The per-image GEMM: W [cout, k] * col [k, p]; image sizes in floats.
-  struct Gemm {
-    int k, p, cout;
-    size_t in_image, out_image;
-  };
-  Gemm dims() const;
+  std::unique_ptr<AffinePlan> make_plan(int64_t batch) override;
 
   int64_t in_channels_ = 0, out_channels_;
   int kernel_, stride_, padding_;
   Init weight_init_;
   kernels::Window2d g_{};
-  Tensor x_, y_, dx_;
-  Scratch y_mem_, dx_mem_, col_mem_;
 };
 
 /// Max pooling, square window. Input [C, H, W], output [C, OH, OW] with
@@ -67,17 +87,20 @@ class MaxPool2d final : public Layer {
  public:
   MaxPool2d(Device& dev, int kernel, int stride = 0, int padding = 0);
   std::string describe() const override;
+  std::string impl(int64_t batch) override { return plan(batch).impl(); }
 
  private:
   Shape do_setup(const Shape& input) override;
+  void do_prepare(int64_t batch) override;
   const Tensor& do_forward(const Tensor& x, Mode mode) override;
   const Tensor& do_backward(const Tensor& dy) override;
+  MaxPool2dPlan& plan(int64_t batch);
 
   int kernel_, stride_, padding_;
   kernels::Window2d g_{};
+  std::vector<std::pair<int64_t, std::unique_ptr<MaxPool2dPlan>>> plans_;
   Tensor y_, dx_;
-  Scratch y_mem_, dx_mem_, argmax_mem_;
-  int32_t* argmax_ = nullptr;
+  Scratch y_mem_, dx_mem_;
 };
 
 /// y = max(x, 0), any shape.
@@ -85,12 +108,19 @@ class ReLU final : public Layer {
  public:
   explicit ReLU(Device& dev) : Layer(dev), y_mem_(dev), dx_mem_(dev) {}
   std::string describe() const override { return "ReLU"; }
+  std::string impl(int64_t) override {
+    return fused_ ? "fused into the layer before (backward: kernel)" : "device kernels";
+  }
+  /// The layer before already applied max(., 0) (AffineLayer::set_relu):
+  /// forward passes its input through, backward still masks the gradient.
+  void set_fused(bool on) { fused_ = on; }
 
  private:
   Shape do_setup(const Shape& input) override { return input; }
   const Tensor& do_forward(const Tensor& x, Mode mode) override;
   const Tensor& do_backward(const Tensor& dy) override;
 
+  bool fused_ = false;
   Tensor y_, dx_;
   Scratch y_mem_, dx_mem_;
 };

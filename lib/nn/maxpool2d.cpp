@@ -1,4 +1,5 @@
-// MaxPool2d: forward records each window's winner, backward routes dy through it.
+// MaxPool2d: shapes (see layers.hpp); the Device's pooling plan records each
+// window's winner in forward and routes dy through it in backward.
 #include "core/error.hpp"
 #include "nn/layers.hpp"
 
@@ -6,7 +7,7 @@ namespace lpsgd::nn {
 
 MaxPool2d::MaxPool2d(Device& dev, int kernel, int stride, int padding)
     : Layer(dev), kernel_(kernel), stride_(stride == 0 ? kernel : stride), padding_(padding),
-      y_mem_(dev), dx_mem_(dev), argmax_mem_(dev) {
+      y_mem_(dev), dx_mem_(dev) {
   if (kernel < 1 || stride < 0 || padding < 0 || 2 * padding > kernel)
     LPSGD_USAGE_ERROR("MaxPool2d: need kernel >= 1, stride >= 0 and 0 <= padding <= kernel/2, got "
                       << kernel << ", " << stride << ", " << padding);
@@ -28,20 +29,30 @@ Shape MaxPool2d::do_setup(const Shape& input) {
   return Shape{input[0], g_.out_h, g_.out_w};
 }
 
+MaxPool2dPlan& MaxPool2d::plan(int64_t batch) {
+  for (auto& [b, p] : plans_)
+    if (b == batch) return *p;
+  plans_.emplace_back(batch, dev_.plan_maxpool2d(MaxPool2dSpec{batch, g_}));
+  return *plans_.back().second;
+}
+
+void MaxPool2d::do_prepare(int64_t batch) {
+  plan(batch);
+  y_mem_.reserve(static_cast<size_t>(output_shape().with_batch(batch).numel()) * sizeof(float));
+  if (input_grad_)
+    dx_mem_.reserve(static_cast<size_t>(input_shape().with_batch(batch).numel()) * sizeof(float));
+}
+
 const Tensor& MaxPool2d::do_forward(const Tensor& x, Mode) {
-  const size_t planes = static_cast<size_t>(batch() * input_shape()[0]);
   y_ = y_mem_.tensor(output_shape().with_batch(batch()));
-  argmax_ = static_cast<int32_t*>(
-      argmax_mem_.reserve(static_cast<size_t>(y_.numel()) * sizeof(int32_t)));
-  dev_.maxpool_forward(y_.data(), argmax_, x.data(), g_, planes);
+  plan(batch()).forward(y_.data(), x.data());
   return y_;
 }
 
 const Tensor& MaxPool2d::do_backward(const Tensor& dy) {
   if (!input_grad_) return none_;
-  const size_t planes = static_cast<size_t>(batch() * input_shape()[0]);
   dx_ = dx_mem_.tensor(input_shape().with_batch(batch()));
-  dev_.maxpool_backward(dx_.data(), dy.data(), argmax_, g_, planes);
+  plan(batch()).backward(dx_.data(), dy.data());
   return dx_;
 }
 

@@ -47,8 +47,22 @@ void Model::finalize(uint64_t seed) {
     init_param(p, rng);
   }
   for (size_t l = 0; l < layers_.size(); ++l) layers_[l]->seed(seed, l);
+  // A ReLU right after a convolution or fully connected layer is done by that
+  // layer in the same pass over its output; the ReLU keeps masking gradients.
+  for (size_t l = 0; l + 1 < layers_.size(); ++l) {
+    auto* affine = dynamic_cast<AffineLayer*>(layers_[l].get());
+    auto* relu = dynamic_cast<ReLU*>(layers_[l + 1].get());
+    if (!affine || !relu) continue;
+    affine->set_relu(true);
+    relu->set_fused(true);
+  }
   layers_.front()->set_input_grad(false);
   finalized_ = true;
+}
+
+void Model::prepare(int64_t batch) {
+  LPSGD_CHECK(finalized_, "Model::prepare before finalize()");
+  for (auto& layer : layers_) layer->prepare(batch);
 }
 
 const Tensor& Model::forward(const Tensor& x, Mode mode) {

@@ -61,8 +61,13 @@ class Model {
     return static_cast<L&>(add(std::make_unique<L>(dev_, std::forward<Args>(args)...)));
   }
   /// Allocates the arenas, binds every Param to its views and initialises the
-  /// parameters from `seed`. Call once, after the last add().
+  /// parameters from `seed`; fuses each ReLU into the convolution or fully
+  /// connected layer before it. Call once, after the last add().
   void finalize(uint64_t seed);
+  /// Sets up every layer for batches of this size (the Device's plans and
+  /// activation memory), so that the first step of that size allocates and
+  /// compiles nothing. A trainer calls it for its training and eval batches.
+  void prepare(int64_t batch);
 
   /// x: [N, input...] (or any shape with N rows of input_shape().numel()
   /// values). Returns the logits [N, classes], valid until the next forward.

@@ -237,6 +237,10 @@ Run::Run(Device& dev, const TrainConfig& cfg) : dev_(dev), cfg_(cfg), bar_(cfg.p
     LPSGD_USAGE_ERROR("'" << cfg_.data << "': test samples are " << th.c << "x" << th.h << "x"
                           << th.w << " but training samples " << sh.c << "x" << sh.h << "x"
                           << sh.w);
+  // Plans and activation memory for both batch sizes now, not in the first step.
+  model_->prepare(cfg_.batch);
+  model_->prepare(cfg_.eval_batch);
+  LPSGD_DEBUG("compute: " << compute_libraries());
 
   sgd_ = std::make_unique<Sgd>(dev_, model_->param_count(), cfg_.sgd);
   // The LR schedule spans the planned run (--epochs); --max-steps only cuts a

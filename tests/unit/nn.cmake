@@ -1,9 +1,10 @@
 # Unit tests of lib/nn, lib/train and their CPU kernels (issue 5).
 lpsgd_unit_test(test_nn_kernels SOURCES test_nn_kernels.cpp DEPS lpsgd_device)
+lpsgd_unit_test(test_nn_plans SOURCES test_nn_plans.cpp DEPS lpsgd_device)
 lpsgd_unit_test(test_nn_gradcheck SOURCES test_nn_gradcheck.cpp DEPS lpsgd_nn TIMEOUT 300)
 lpsgd_unit_test(test_nn_model SOURCES test_nn_model.cpp DEPS lpsgd_nn)
 lpsgd_unit_test(test_train SOURCES test_train.cpp DEPS lpsgd_train TIMEOUT 300)
 
 # Not a test: forward+backward throughput of a model (samples/s), for reports.
 add_executable(bench_nn_step ${CMAKE_CURRENT_SOURCE_DIR}/../bench/nn_step.cpp)
-target_link_libraries(bench_nn_step PRIVATE lpsgd_nn lpsgd_warnings)
+target_link_libraries(bench_nn_step PRIVATE lpsgd_train lpsgd_warnings)

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "device/cpu/onednn.hpp"
 #include "kernels/cpu/elementwise.hpp"
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/cpu/nn.hpp"
@@ -94,6 +95,16 @@ void CpuDevice::softmax_xent(float* grad, float* row_loss, int32_t* status, cons
 void CpuDevice::sgd_update(float* w, float* v, const float* g, size_t n,
                            const kernels::SgdHyper& h) {
   kernels::cpu::sgd_update(w, v, g, n, h);
+}
+
+std::unique_ptr<AffinePlan> CpuDevice::plan_conv2d(const Conv2dSpec& s) {
+  if (auto p = onednn::conv2d(*this, s)) return p;
+  return generic_conv2d(*this, s);
+}
+
+std::unique_ptr<AffinePlan> CpuDevice::plan_linear(const LinearSpec& s) {
+  if (auto p = onednn::linear(*this, s)) return p;
+  return generic_linear(*this, s);
 }
 
 }  // namespace lpsgd

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/log.hpp"
+#include "device/cuda/cudnn.hpp"
 #include "kernels/cuda/elementwise.cuh"
 #include "kernels/cuda/gemm.cuh"
 #include "kernels/cuda/nn.cuh"
@@ -160,10 +161,11 @@ class CudaDevice final : public Device {
   }
   ~CudaDevice() override {
     comm_.reset();
-    if (cublas_) {
+    if (cublas_ || cudnn_) {
       if (cudaSetDevice(gpu_->ordinal()) == cudaSuccess) t_current_gpu = gpu_->ordinal();
       cudaStreamSynchronize(stream_);
-      cublasDestroy(cublas_);
+      cudnn_.reset();
+      if (cublas_) cublasDestroy(cublas_);
     }
   }
 
@@ -321,6 +323,19 @@ class CudaDevice final : public Device {
     kernels::cuda::sgd_update(w, v, g, n, h, stream_);
   }
 
+  // cuDNN for convolution and pooling where it has a deterministic FMA
+  // algorithm; the fully connected layers stay on the generic plan (cuBLAS).
+  std::unique_ptr<AffinePlan> plan_conv2d(const Conv2dSpec& s) override {
+    bind();
+    if (auto p = cudnn::conv2d(*this, dnn(), s)) return p;
+    return generic_conv2d(*this, s);
+  }
+  std::unique_ptr<MaxPool2dPlan> plan_maxpool2d(const MaxPool2dSpec& s) override {
+    bind();
+    if (auto p = cudnn::maxpool2d(*this, dnn(), s)) return p;
+    return generic_maxpool2d(*this, s);
+  }
+
  private:
   static CudaEvent& as_cuda(DeviceEvent& e) {
     auto* c = dynamic_cast<CudaEvent*>(&e);
@@ -339,11 +354,17 @@ class CudaDevice final : public Device {
     }
     return cublas_;
   }
+  // The cuDNN handle of this stream, made on first use; null without cuDNN.
+  cudnn::Handle* dnn() {
+    if (!cudnn_) cudnn_ = cudnn::make_handle(stream_);
+    return cudnn_.get();
+  }
 
   std::shared_ptr<Gpu> gpu_;
   int which_;
   cudaStream_t stream_;
   cublasHandle_t cublas_ = nullptr;
+  cudnn::HandlePtr cudnn_;
   std::unique_ptr<CudaDevice> comm_;  // the communication-stream view (compute view only)
 };
 
@@ -374,6 +395,15 @@ std::unique_ptr<Device> make_cuda_device(int local_rank) {
   LPSGD_DEBUG("device " << dev->name() << " for local rank " << local_rank << " of " << n
                         << " visible GPUs");
   return dev;
+}
+
+std::string cuda_libraries() {
+  int major = 0, minor = 0, patch = 0;
+  cublasGetProperty(MAJOR_VERSION, &major);
+  cublasGetProperty(MINOR_VERSION, &minor);
+  cublasGetProperty(PATCH_LEVEL, &patch);
+  return "cuBLAS " + std::to_string(major) + "." + std::to_string(minor) + "." +
+         std::to_string(patch) + ", " + cudnn::version();
 }
 
 cudaStream_t cuda_stream_of(Device& dev) { return as_cuda_device(dev).stream(); }

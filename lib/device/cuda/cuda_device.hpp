@@ -13,6 +13,7 @@
 #include <cuda_runtime_api.h>
 
 #include <memory>
+#include <string>
 
 #include "device/device.hpp"
 
@@ -20,6 +21,9 @@ namespace lpsgd {
 
 /// Usable GPUs; any error from cudaGetDeviceCount (no driver, no GPU) counts as 0.
 int cuda_usable_device_count();
+
+/// "cuBLAS 13.0.0, cuDNN 9.19.0": the GPU compute libraries of this build.
+std::string cuda_libraries();
 
 /// A CUDA device for this rank (GPU local_rank % count); a usage error when
 /// no GPU is usable.

@@ -1,0 +1,254 @@
+// The layer plans (device/plans.hpp) against plain double-precision loops:
+// convolution forward, backward-data, backward-weights and bias; fully
+// connected; max pooling — on the shapes that trip blocked layouts and
+// vectorised kernels up: batch 1, channel counts that are not multiples of the
+// vector width (1, 3, 10, 17), strides, padding, windows that stop short of the
+// edge, a fused ReLU, and no input gradient. Each case runs the CPU device's
+// own plan (oneDNN where built) and the generic plan (im2col + OpenBLAS).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/rng.hpp"
+#include "device/cpu/onednn.hpp"
+#include "device/device.hpp"
+#include "kernels/common/nn.hpp"
+
+using namespace lpsgd;
+
+namespace {
+
+using Vec = std::vector<double>;
+
+Vec to_double(const std::vector<float>& v) { return Vec(v.begin(), v.end()); }
+
+std::vector<float> randoms(size_t n, uint64_t stream) {
+  Rng r(33, stream);
+  std::vector<float> v(n);
+  for (float& x : v) x = 2.0f * r.uniform() - 1.0f;
+  return v;
+}
+
+// Device memory holding host data, and back.
+struct Buf {
+  Buf(Device& dev, const std::vector<float>& host) : mem(dev, host.size() * sizeof(float)), n(host.size()) {
+    dev.copy_from_host(mem.data(), host.data(), mem.bytes());
+  }
+  Buf(Device& dev, size_t count) : Buf(dev, std::vector<float>(count, 12345.0f)) {}  // garbage to overwrite
+  float* p() const { return mem.as<float>(); }
+  std::vector<float> host() const {
+    std::vector<float> h(n);
+    mem.device()->copy_to_host(h.data(), mem.data(), n * sizeof(float));
+    return h;
+  }
+  DeviceBuffer mem;
+  size_t n;
+};
+
+// Float results against a double reference: each element within 1e-5 of the
+// reference's scale (the sum of |terms| a dot product of this length adds).
+void expect_close(const std::vector<float>& got, const Vec& want, double scale, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], 1e-5 * scale + 1e-6 * std::abs(want[i])) << what << " element " << i;
+}
+
+struct ConvCase {
+  int n, c, h, w, cout, k, s, p;
+  bool relu, input_grad;
+};
+
+std::string name(const ConvCase& c) {
+  return "N" + std::to_string(c.n) + " C" + std::to_string(c.c) + " " + std::to_string(c.h) + "x" +
+         std::to_string(c.w) + " Cout" + std::to_string(c.cout) + " k" + std::to_string(c.k) + " s" +
+         std::to_string(c.s) + " p" + std::to_string(c.p) + (c.relu ? " relu" : "") +
+         (c.input_grad ? "" : " no-dx");
+}
+
+void check_conv(Device& dev, const ConvCase& c, bool generic) {
+  const kernels::Window2d g = kernels::make_window2d(c.c, c.h, c.w, c.k, c.k, c.s, c.s, c.p, c.p);
+  const int oh = g.out_h, ow = g.out_w;
+  const size_t nx = static_cast<size_t>(c.n) * c.c * c.h * c.w, ny = static_cast<size_t>(c.n) * c.cout * oh * ow,
+               nw = static_cast<size_t>(c.cout) * c.c * c.k * c.k;
+  const auto x = randoms(nx, 1), w = randoms(nw, 2), b = randoms(static_cast<size_t>(c.cout), 3),
+             dy = randoms(ny, 4);
+  const auto X = [&](int n, int ch, int i, int j) { return double{x[((static_cast<size_t>(n) * c.c + ch) * c.h + i) * c.w + j]}; };
+  const auto W = [&](int o, int ch, int ki, int kj) { return double{w[((static_cast<size_t>(o) * c.c + ch) * c.k + ki) * c.k + kj]}; };
+  const auto yi = [&](int n, int o, int i, int j) { return ((static_cast<size_t>(n) * c.cout + o) * oh + i) * ow + j; };
+
+  // The reference: y = relu?(conv(x, w) + b); dx, dw, db for dy.
+  Vec y(ny), dx(nx, 0.0), dw(nw, 0.0), db(static_cast<size_t>(c.cout), 0.0);
+  for (int n = 0; n < c.n; ++n)
+    for (int o = 0; o < c.cout; ++o)
+      for (int i = 0; i < oh; ++i)
+        for (int j = 0; j < ow; ++j) {
+          double sum = b[static_cast<size_t>(o)];
+          const double gy = dy[yi(n, o, i, j)];
+          db[static_cast<size_t>(o)] += gy;
+          for (int ch = 0; ch < c.c; ++ch)
+            for (int ki = 0; ki < c.k; ++ki)
+              for (int kj = 0; kj < c.k; ++kj) {
+                const int ih = i * c.s - c.p + ki, iw = j * c.s - c.p + kj;
+                if (ih < 0 || ih >= c.h || iw < 0 || iw >= c.w) continue;
+                sum += X(n, ch, ih, iw) * W(o, ch, ki, kj);
+                dw[((static_cast<size_t>(o) * c.c + ch) * c.k + ki) * c.k + kj] += gy * X(n, ch, ih, iw);
+                dx[((static_cast<size_t>(n) * c.c + ch) * c.h + ih) * c.w + iw] += gy * W(o, ch, ki, kj);
+              }
+          y[yi(n, o, i, j)] = c.relu && sum < 0 ? 0.0 : sum;
+        }
+
+  const Conv2dSpec spec{c.n, g, c.cout, c.relu, c.input_grad};
+  auto plan = generic ? generic_conv2d(dev, spec) : dev.plan_conv2d(spec);
+  const std::string what = name(c) + " [" + plan->impl() + "]";
+  std::printf("  %s\n", what.c_str());
+  if (!generic && onednn::enabled() && c.c >= 8 && c.cout >= 8) {
+    EXPECT_EQ(plan->impl().rfind("onednn", 0), 0u) << what << ": oneDNN should run this shape";
+  }
+  Buf bx(dev, x), bw(dev, w), bb(dev, b), bdy(dev, dy), by(dev, ny), bdx(dev, nx), bdw(dev, nw),
+      bdb(dev, static_cast<size_t>(c.cout));
+  // Twice, as in training: the second pass must not depend on leftovers of the first.
+  for (int round = 0; round < 2; ++round) {
+    plan->forward(by.p(), bx.p(), bw.p(), bb.p());
+    plan->backward(c.input_grad ? bdx.p() : nullptr, bdw.p(), bdb.p(), bdy.p(), bw.p());
+    const double terms = c.c * c.k * c.k, batch_terms = static_cast<double>(c.n) * oh * ow;
+    expect_close(by.host(), y, terms, what + " forward");
+    expect_close(bdw.host(), dw, batch_terms, what + " dW");
+    expect_close(bdb.host(), db, batch_terms, what + " db");
+    if (c.input_grad) expect_close(bdx.host(), dx, c.cout * c.k * c.k, what + " dx");
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
+struct Fixture : ::testing::Test {
+  std::unique_ptr<Device> dev = make_device(DeviceKind::Cpu);
+};
+
+const ConvCase kConvCases[] = {
+    // LeNet's two convolutions (batch 2), the shapes training runs
+    {2, 1, 28, 28, 32, 5, 1, 2, true, false},
+    {2, 32, 14, 14, 64, 5, 1, 2, true, true},
+    // batch 1; channels off the vector width; strides and padding
+    {1, 3, 9, 11, 10, 3, 1, 1, false, true},
+    {3, 10, 7, 9, 17, 3, 2, 1, true, true},
+    {2, 17, 8, 8, 24, 3, 1, 0, false, true},
+    {1, 16, 10, 10, 16, 1, 1, 0, false, true},
+    {2, 8, 9, 9, 8, 5, 2, 2, true, true},
+    // windows that stop short of the last row/column: (7 + 0 - 2) / 2 + 1 = 3
+    {2, 8, 7, 7, 16, 2, 2, 0, false, true},
+    {3, 12, 5, 7, 9, 3, 2, 0, false, true},
+    {2, 1, 6, 5, 3, 3, 1, 1, false, true},
+};
+
+}  // namespace
+
+using Plans = Fixture;
+
+TEST_F(Plans, Conv2dMatchesTheReference) {
+  std::printf("CPU compute: %s\n", compute_libraries().c_str());
+  for (const ConvCase& c : kConvCases) {
+    check_conv(*dev, c, false);
+    if (HasFatalFailure()) return;
+  }
+}
+
+TEST_F(Plans, GenericConv2dMatchesTheReference) {
+  for (const ConvCase& c : kConvCases) {
+    check_conv(*dev, c, true);
+    if (HasFatalFailure()) return;
+  }
+}
+
+TEST_F(Plans, LinearMatchesTheReference) {
+  struct Case {
+    int n, in, out;
+    bool relu, input_grad;
+  };
+  const Case cases[] = {{1, 7, 5, false, true},    {3, 33, 10, true, true},
+                        {64, 784, 512, true, false}, {5, 512, 256, true, true},
+                        {2, 3136, 17, false, true}, {128, 256, 10, false, true}};
+  for (bool generic : {false, true})
+    for (const Case& c : cases) {
+      const auto x = randoms(static_cast<size_t>(c.n) * c.in, 5),
+                 w = randoms(static_cast<size_t>(c.out) * c.in, 6),
+                 b = randoms(static_cast<size_t>(c.out), 7),
+                 dy = randoms(static_cast<size_t>(c.n) * c.out, 8);
+      const Vec xd = to_double(x), wd = to_double(w), bd = to_double(b), dyd = to_double(dy);
+      Vec y(dy.size()), dx(x.size(), 0.0), dw(w.size(), 0.0), db(b.size(), 0.0);
+      for (int i = 0; i < c.n; ++i)
+        for (int o = 0; o < c.out; ++o) {
+          double s = bd[static_cast<size_t>(o)];
+          const double g = dyd[static_cast<size_t>(i) * c.out + o];
+          db[static_cast<size_t>(o)] += g;
+          for (int k = 0; k < c.in; ++k) {
+            const size_t xi = static_cast<size_t>(i) * c.in + k, wi = static_cast<size_t>(o) * c.in + k;
+            s += xd[xi] * wd[wi];
+            dw[wi] += g * xd[xi];
+            dx[xi] += g * wd[wi];
+          }
+          y[static_cast<size_t>(i) * c.out + o] = c.relu && s < 0 ? 0.0 : s;
+        }
+      const LinearSpec spec{c.n, c.in, c.out, c.relu, c.input_grad};
+      auto plan = generic ? generic_linear(*dev, spec) : dev->plan_linear(spec);
+      const std::string what = std::to_string(c.n) + "x" + std::to_string(c.in) + "->" +
+                               std::to_string(c.out) + " [" + plan->impl() + "]";
+      Buf bx(*dev, x), bw(*dev, w), bb(*dev, b), bdy(*dev, dy), by(*dev, y.size()),
+          bdx(*dev, x.size()), bdw(*dev, w.size()), bdb(*dev, b.size());
+      plan->forward(by.p(), bx.p(), bw.p(), bb.p());
+      plan->backward(c.input_grad ? bdx.p() : nullptr, bdw.p(), bdb.p(), bdy.p(), bw.p());
+      expect_close(by.host(), y, c.in, what + " forward");
+      expect_close(bdw.host(), dw, c.n, what + " dW");
+      expect_close(bdb.host(), db, c.n, what + " db");
+      if (c.input_grad) expect_close(bdx.host(), dx, c.out, what + " dx");
+      if (HasFatalFailure()) return;
+    }
+}
+
+TEST_F(Plans, MaxPoolMatchesTheReference) {
+  struct Case {
+    int n, c, h, w, k, s, p;
+  };
+  // 2/2/0 is the specialised path; the rest the general loop (7x9 with 2/2
+  // drops the last row and column).
+  const Case cases[] = {{2, 3, 8, 8, 2, 2, 0}, {1, 2, 7, 9, 2, 2, 0}, {2, 3, 7, 9, 3, 2, 1},
+                        {1, 4, 5, 5, 3, 1, 0}, {2, 1, 6, 7, 2, 1, 1}};
+  for (const Case& c : cases) {
+    const kernels::Window2d g = kernels::make_window2d(c.c, c.h, c.w, c.k, c.k, c.s, c.s, c.p, c.p);
+    const size_t planes = static_cast<size_t>(c.n) * c.c, nx = planes * c.h * c.w,
+                 ny = planes * g.out_h * g.out_w;
+    // Ties on purpose: values from a few levels, so "the first maximum wins" matters.
+    auto x = randoms(nx, 9);
+    for (float& v : x) v = std::floor(v * 3.0f);
+    const auto dy = randoms(ny, 10);
+    const Vec xd = to_double(x), dyd = to_double(dy);
+    Vec y(ny), dx(nx, 0.0);
+    for (size_t pl = 0; pl < planes; ++pl)
+      for (int i = 0; i < g.out_h; ++i)
+        for (int j = 0; j < g.out_w; ++j) {
+          size_t arg = 0;
+          double best = -INFINITY;
+          for (int ki = 0; ki < c.k; ++ki)
+            for (int kj = 0; kj < c.k; ++kj) {
+              const int ih = i * c.s - c.p + ki, iw = j * c.s - c.p + kj;
+              if (ih < 0 || ih >= c.h || iw < 0 || iw >= c.w) continue;
+              const size_t at = (pl * c.h + ih) * c.w + iw;
+              if (xd[at] > best) {
+                best = xd[at];
+                arg = at;
+              }
+            }
+          const size_t o = (pl * g.out_h + i) * g.out_w + j;
+          y[o] = best;
+          dx[arg] += dyd[o];
+        }
+    auto plan = dev->plan_maxpool2d(MaxPool2dSpec{c.n, g});
+    Buf bx(*dev, x), bdy(*dev, dy), by(*dev, ny), bdx(*dev, nx);
+    plan->forward(by.p(), bx.p());
+    plan->backward(bdx.p(), bdy.p());
+    const std::string what = "k" + std::to_string(c.k) + " s" + std::to_string(c.s) + " p" +
+                             std::to_string(c.p) + " [" + plan->impl() + "]";
+    expect_close(by.host(), y, 1.0, what + " forward");
+    expect_close(bdx.host(), dx, 1.0, what + " dx");
+  }
+}
