@@ -4,6 +4,8 @@
 #     loss curve over 50 steps (within 1e-4 relative), with allreduce and
 #     reduce-bcast, and with every --algo;
 #   determinism: the same run twice ends with bitwise identical parameters;
+#   the same for cnn:lenet (oneDNN convolutions on the CPU): P = 1, 2, 4 on
+#     one trajectory, and the same run twice bitwise;
 #   bad options and a dataset that does not fit the model: one error line.
 set -u
 LPSGD=$1
@@ -17,11 +19,13 @@ data=$tmp/synth.h5
 "$LPSGD" data synth --out "$data" --samples 2048 --test-samples 256 --shape 1,8,8 \
   --classes 4 --seed 3 >/dev/null || { echo "FAIL: data synth"; exit 1; }
 
+# shellcheck disable=SC2034  # read through train()'s nameref
 common=(--data "$data" --model mlp:64-48-32-4 --max-steps 50 --epochs 100 --eval-every 1
         --lr 0.05 --momentum 0.9 --weight-decay 1e-4 --seed 7 --progress off --bucket-mb 0.004)
-train() {  # train NAME P [options...]: metrics in $tmp/NAME.jsonl
+train() {  # [BASE=array] train NAME P [options...]: metrics in $tmp/NAME.jsonl
   local name=$1 np=$2; shift 2
-  if ! "${MPIEXEC:-mpiexec}" -n "$np" "${MPI_FLAGS[@]}" "$LPSGD" train "${common[@]}" \
+  local -n base=${BASE:-common}
+  if ! "${MPIEXEC:-mpiexec}" -n "$np" "${MPI_FLAGS[@]}" "$LPSGD" train "${base[@]}" \
        --metrics "$tmp/$name.jsonl" "$@" </dev/null >"$tmp/$name.out" 2>&1; then
     echo "FAIL: train $name (P=$np $*) exited non-zero:"; tail -5 "$tmp/$name.out"
     fails=$((fails + 1)); return 1
@@ -75,6 +79,20 @@ train p4-again 4 --batch 32
 compare --exact "$tmp/p4.jsonl" "$tmp/p4-again.jsonl"
 train p2-rb-again 2 --batch 64 --sync reduce-bcast
 compare --exact "$tmp/p2-rb.jsonl" "$tmp/p2-rb-again.jsonl"
+
+# cnn:lenet on small images (its convolutions and pooling run as oneDNN and
+# hand-written plans; batch 8 per rank at P = 2 and 4 per rank at P = 4 give
+# other plans than batch 16 at P = 1): one trajectory, and bitwise repeatable.
+cnn_data=$tmp/synth-img.h5
+"$LPSGD" data synth --out "$cnn_data" --samples 512 --test-samples 64 --shape 1,12,12 \
+  --classes 10 --seed 5 >/dev/null || { echo "FAIL: data synth (images)"; exit 1; }
+# shellcheck disable=SC2034  # read through train()'s nameref
+cnn=(--data "$cnn_data" --model cnn:lenet --max-steps 50 --epochs 100 --eval-every 1 --lr 0.02
+     --momentum 0.9 --weight-decay 1e-4 --seed 7 --progress off --bucket-mb 0.5)
+BASE=cnn train cnn-p1 1 --batch 16 && BASE=cnn train cnn-p2 2 --batch 8 &&
+  BASE=cnn train cnn-p4 4 --batch 4 &&
+  compare "$tmp/cnn-p1.jsonl" "$tmp/cnn-p2.jsonl" "$tmp/cnn-p4.jsonl"
+BASE=cnn train cnn-p2-again 2 --batch 8 && compare --exact "$tmp/cnn-p2.jsonl" "$tmp/cnn-p2-again.jsonl"
 
 # One clear error on every rank for bad input.
 mpi=("${MPIEXEC:-mpiexec}" -n 2 "${MPI_FLAGS[@]}")
