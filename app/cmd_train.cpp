@@ -98,7 +98,7 @@ int run_train(int argc, char** argv) {
     ("keep", po::value(&c.keep)->default_value(c.keep), "checkpoints kept in --checkpoint-dir")
     ("resume", po::value(&c.resume)->default_value(c.resume), "auto (newest valid checkpoint in --checkpoint-dir, else fresh), none, or a checkpoint file")
     ("device", po::value(&device)->default_value(device), "cpu or cuda")
-    ("threads", po::value(&threads)->default_value(threads), "BLAS threads per rank")
+    ("threads", po::value(&threads)->default_value(threads), "compute threads per rank (OpenBLAS and oneDNN)")
     ("cache-mb", po::value(&c.cache_mb)->default_value(c.cache_mb), "hold the dataset in memory up to this size")
     ("prefetch", po::value(&c.prefetch)->default_value(c.prefetch), "batches prepared ahead by the loader thread");
   po::variables_map vm;
