@@ -4,12 +4,22 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <string>
 
 namespace lpsgd::log {
 namespace {
 std::atomic<int> g_rank{0};
 std::atomic<int> g_size{1};
-std::atomic<Level> g_level{Level::Info};
+// LPSGD_LOG_LEVEL=debug|info|warn|error sets the starting level (info); an
+// unknown name is ignored here (logging must not throw before main).
+std::atomic<Level> g_level{[] {
+  const char* v = std::getenv("LPSGD_LOG_LEVEL");
+  const std::string s = v ? v : "";
+  if (s == "debug") return Level::Debug;
+  if (s == "warn" || s == "warning") return Level::Warn;
+  if (s == "error") return Level::Error;
+  return Level::Info;
+}()};
 std::atomic<bool> g_all{[] {
   const char* v = std::getenv("LPSGD_LOG_ALL_RANKS");
   return v && *v && *v != '0';

@@ -240,7 +240,6 @@ Run::Run(Device& dev, const TrainConfig& cfg) : dev_(dev), cfg_(cfg), bar_(cfg.p
   // Plans and activation memory for both batch sizes now, not in the first step.
   model_->prepare(cfg_.batch);
   model_->prepare(cfg_.eval_batch);
-  LPSGD_DEBUG("compute: " << compute_libraries());
 
   sgd_ = std::make_unique<Sgd>(dev_, model_->param_count(), cfg_.sgd);
   // The LR schedule spans the planned run (--epochs); --max-steps only cuts a
@@ -596,6 +595,10 @@ TrainResult Run::go() {
   if (rank_ == 0) {
     LPSGD_INFO("model " << cfg_.model << ": " << model_->param_count() << " parameters ("
                         << fixed(static_cast<double>(model_->param_count()) * 4 / (1 << 20), 1) << " MiB)");
+    LPSGD_INFO("compute: " << dev_.name() << "; " << compute_libraries());
+    for (size_t l = 0; l < model_->num_layers(); ++l)
+      LPSGD_DEBUG("layer " << model_->layer(l).describe() << ": "
+                           << model_->layer(l).impl(cfg_.batch));
     LPSGD_INFO("data " << cfg_.data << ": " << train_->size() << " train / " << test_->size()
                        << " test samples" << (train_->streaming() ? " (streamed)" : ""));
     LPSGD_INFO(world_ << " rank" << (world_ == 1 ? "" : "s") << " x batch " << cfg_.batch

@@ -1,6 +1,7 @@
 // Finite-difference gradient checks: every layer, the loss, and whole small
-// MLP and CNN models, on odd shapes (batch 3, 5x7 images, strides, padding,
-// pooling that drops a last row/column).
+// MLP and CNN models, on odd shapes (batch 3 and 1, 5x7 images, strides,
+// padding, channel counts off the vector width, pooling that drops a last
+// row/column). The layers run the CPU device's plans (oneDNN where built).
 //
 // The oracle is an independent double-precision reference of each forward
 // pass written here as plain loops; its central differences (h = 1e-6, error
@@ -227,6 +228,19 @@ TEST_F(GradCheck, Conv2dStridesAndPadding) {
       return ref_conv(x, d, p[0], p[1], c[3], c[4], c[5], c[6], &od);
     });
   }
+}
+
+TEST_F(GradCheck, Conv2dBatchOneAndChannelsOffTheVectorWidth) {
+  // Batch 1, and 9 -> 10 channels: blocked layouts of 8 (AVX2) or 16
+  // (AVX-512) channels end in a partial block on both sides.
+  Model m(*dev, Shape{9, 4, 5});
+  m.emplace<Conv2d>(10, 3, 1, 1);
+  m.finalize(9);
+  const Img d{1, 9, 4, 5};
+  gradcheck(m, Shape{1, 9, 4, 5}, [&](const Vec& x, const Params& p) {
+    Img od;
+    return ref_conv(x, d, p[0], p[1], 10, 3, 1, 1, &od);
+  });
 }
 
 TEST_F(GradCheck, MaxPoolOddSizes) {

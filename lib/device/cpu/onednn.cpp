@@ -102,18 +102,60 @@ dnnl::primitive_attr make_attr(bool relu) {
   return attr;
 }
 
-// One scratchpad buffer, as large as the largest a plan's primitives want,
-// shared by them (they run one after another on one stream).
-class Scratchpad {
- public:
-  void want(const memory::desc& d) { bytes_ = std::max(bytes_, d.get_size()); }
-  void allocate(Device& dev) { buf_ = DeviceBuffer(dev, std::max<size_t>(bytes_, 64)); }
-  memory for_primitive(const memory::desc& d) { return memory(d, engine(), buf_.data()); }
+// The primitives of one layer shape: forward, backward-weights and, when the
+// layer wants input gradients, backward-data; their argument maps (memory
+// objects whose data handles the plan points at the caller's tensors on each
+// call) and one scratchpad as large as the largest of them wants, shared
+// since they run one after another on one stream.
+template <class Fwd, class BwdData, class BwdWeights>
+struct Primitives {
+  typename Fwd::primitive_desc fwd_pd;
+  typename BwdWeights::primitive_desc bww_pd;
+  typename BwdData::primitive_desc bwd_pd;  // empty without input gradients
+  Fwd fwd;
+  BwdWeights bww;
+  BwdData bwd;
+  Args fwd_args, bww_args, bwd_args;
+  dnnl::stream stream{engine()};
+  bool has_bwd = false;
+
+  // Makes the primitives once the descriptors are chosen; the argument maps
+  // get the scratchpad here.
+  void make(Device& dev, Args f, Args w, Args d) {
+    size_t bytes = std::max(fwd_pd.scratchpad_desc().get_size(), bww_pd.scratchpad_desc().get_size());
+    if (has_bwd) bytes = std::max(bytes, bwd_pd.scratchpad_desc().get_size());
+    scratch_ = DeviceBuffer(dev, std::max<size_t>(bytes, 64));
+    const auto pad = [&](const memory::desc& want) { return memory(want, engine(), scratch_.data()); };
+    fwd = Fwd(fwd_pd);
+    fwd_args = std::move(f);
+    fwd_args.emplace(DNNL_ARG_SCRATCHPAD, pad(fwd_pd.scratchpad_desc()));
+    bww = BwdWeights(bww_pd);
+    bww_args = std::move(w);
+    bww_args.emplace(DNNL_ARG_SCRATCHPAD, pad(bww_pd.scratchpad_desc()));
+    if (has_bwd) {
+      bwd = BwdData(bwd_pd);
+      bwd_args = std::move(d);
+      bwd_args.emplace(DNNL_ARG_SCRATCHPAD, pad(bwd_pd.scratchpad_desc()));
+    }
+  }
+  bool any_reference() const {
+    return is_reference(fwd_pd.impl_info_str()) || is_reference(bww_pd.impl_info_str()) ||
+           (has_bwd && is_reference(bwd_pd.impl_info_str()));
+  }
+  std::string impl() const {
+    std::string s = std::string("onednn fwd ") + fwd_pd.impl_info_str() + ", bwd-weights " +
+                    bww_pd.impl_info_str();
+    if (has_bwd) s += std::string(", bwd-data ") + bwd_pd.impl_info_str();
+    return s;
+  }
 
  private:
-  size_t bytes_ = 0;
-  DeviceBuffer buf_;
+  DeviceBuffer scratch_;
 };
+
+// Thrown (and caught by make_or_null) where oneDNN only has a reference
+// implementation for a shape.
+struct Unsupported {};
 
 class Conv2d final : public AffinePlan {
   using Fwd = dnnl::convolution_forward;
@@ -121,11 +163,7 @@ class Conv2d final : public AffinePlan {
   using BwdWeights = dnnl::convolution_backward_weights;
 
  public:
-  // Throws Unsupported (caught by conv2d()) where oneDNN only has a
-  // reference implementation for the shape.
-  struct Unsupported {};
-
-  Conv2d(Device& dev, const Conv2dSpec& s) : s_(s), stream_(engine()) {
+  Conv2d(Device& dev, const Conv2dSpec& s) {
     const auto& g = s.g;
     const memory::dim n = s.batch, c = g.channels, oc = s.out_channels;
     const memory::dims src{n, c, g.in_h, g.in_w}, wei{oc, c, g.kernel_h, g.kernel_w}, bia{oc},
@@ -139,18 +177,17 @@ class Conv2d final : public AffinePlan {
     const memory::desc a_src = md(src, Tag::any), a_wei = md(wei, Tag::any),
                        a_dst = md(dst, Tag::any);
     const auto algo = dnnl::algorithm::convolution_direct;
+    auto& p = p_;
 
     // Forward: oneDNN's layouts, or plain ones where it has only a reference
     // kernel for those.
-    const auto fwd_pd = [&](const memory::desc& sm, const memory::desc& wm,
-                            const memory::desc& dm) {
-      return Fwd::primitive_desc(Fwd::desc(dnnl::prop_kind::forward_training, algo, sm, wm, p_bia,
-                                           dm, strides, pad_l, pad_r),
+    const auto fwd_pd = [&](const memory::desc& sm, const memory::desc& dm) {
+      return Fwd::primitive_desc(Fwd::desc(dnnl::prop_kind::forward_training, algo, sm, a_wei,
+                                           p_bia, dm, strides, pad_l, pad_r),
                                  make_attr(s.relu), engine());
     };
-    fwd_ = fwd_pd(a_src, a_wei, a_dst);
-    if (is_reference(fwd_.impl_info_str())) fwd_ = fwd_pd(p_src, a_wei, p_dst);
-    if (is_reference(fwd_.impl_info_str())) throw Unsupported{};
+    p.fwd_pd = fwd_pd(a_src, a_dst);
+    if (is_reference(p.fwd_pd.impl_info_str())) p.fwd_pd = fwd_pd(p_src, p_dst);
 
     // Backward weights. With fewer input channels than a vector holds (a
     // first layer on grey or RGB images) the blocked JIT kernel is slower than
@@ -159,121 +196,95 @@ class Conv2d final : public AffinePlan {
     const auto bww_pd = [&](const memory::desc& sm, const memory::desc& dm) {
       return BwdWeights::primitive_desc(
           BwdWeights::desc(algo, sm, a_wei, p_bia, dm, strides, pad_l, pad_r), make_attr(false),
-          engine(), fwd_);
+          engine(), p.fwd_pd);
     };
     const bool few_channels = c < 8;
-    bww_ = few_channels ? bww_pd(p_src, p_dst) : bww_pd(a_src, a_dst);
-    if (!few_channels && is_reference(bww_.impl_info_str())) bww_ = bww_pd(p_src, p_dst);
-    if (is_reference(bww_.impl_info_str())) throw Unsupported{};
+    p.bww_pd = few_channels ? bww_pd(p_src, p_dst) : bww_pd(a_src, a_dst);
+    if (!few_channels && is_reference(p.bww_pd.impl_info_str())) p.bww_pd = bww_pd(p_src, p_dst);
 
+    p.has_bwd = s.input_grad;
     if (s.input_grad) {
       const auto bwd_pd = [&](const memory::desc& sm, const memory::desc& dm) {
         return BwdData::primitive_desc(BwdData::desc(algo, sm, a_wei, dm, strides, pad_l, pad_r),
-                                       make_attr(false), engine(), fwd_);
+                                       make_attr(false), engine(), p.fwd_pd);
       };
-      bwd_ = bwd_pd(a_src, a_dst);
-      if (is_reference(bwd_.impl_info_str())) bwd_ = bwd_pd(p_src, p_dst);
-      if (is_reference(bwd_.impl_info_str())) throw Unsupported{};
+      p.bwd_pd = bwd_pd(a_src, a_dst);
+      if (is_reference(p.bwd_pd.impl_info_str())) p.bwd_pd = bwd_pd(p_src, p_dst);
     }
+    if (p.any_reference()) throw Unsupported{};
 
     // Staging between the caller's plain tensors and the chosen layouts;
     // backward reuses forward's copies of x and W, and bwd-data reuses
     // bwd-weights' copy of dy, wherever they want the same layout.
-    x_ = Staged(dev, p_src, fwd_.src_desc());
-    w_ = Staged(dev, p_wei, fwd_.weights_desc());
-    y_ = Staged(dev, p_dst, fwd_.dst_desc());
+    x_ = Staged(dev, p_src, p.fwd_pd.src_desc());
+    w_ = Staged(dev, p_wei, p.fwd_pd.weights_desc());
+    y_ = Staged(dev, p_dst, p.fwd_pd.dst_desc());
     b_ = memory(p_bia, engine(), DNNL_MEMORY_NONE);
     db_ = memory(p_bia, engine(), DNNL_MEMORY_NONE);
-    x_bw_same_ = bww_.src_desc() == fwd_.src_desc();
-    if (!x_bw_same_) x_bw_ = Staged(dev, p_src, bww_.src_desc());
-    dy_w_ = Staged(dev, p_dst, bww_.diff_dst_desc());
-    dw_ = Staged(dev, p_wei, bww_.diff_weights_desc());
-
-    Scratchpad pad;
-    pad.want(fwd_.scratchpad_desc());
-    pad.want(bww_.scratchpad_desc());
+    x_bw_same_ = p.bww_pd.src_desc() == p.fwd_pd.src_desc();
+    if (!x_bw_same_) x_bw_ = Staged(dev, p_src, p.bww_pd.src_desc());
+    dy_w_ = Staged(dev, p_dst, p.bww_pd.diff_dst_desc());
+    dw_ = Staged(dev, p_wei, p.bww_pd.diff_weights_desc());
     if (s.input_grad) {
-      pad.want(bwd_.scratchpad_desc());
-      dy_d_same_ = bwd_.diff_dst_desc() == bww_.diff_dst_desc();
-      if (!dy_d_same_) dy_d_ = Staged(dev, p_dst, bwd_.diff_dst_desc());
-      w_bd_same_ = bwd_.weights_desc() == fwd_.weights_desc();
-      if (!w_bd_same_) w_bd_ = Staged(dev, p_wei, bwd_.weights_desc());
-      dx_ = Staged(dev, p_src, bwd_.diff_src_desc());
+      dy_d_same_ = p.bwd_pd.diff_dst_desc() == p.bww_pd.diff_dst_desc();
+      if (!dy_d_same_) dy_d_ = Staged(dev, p_dst, p.bwd_pd.diff_dst_desc());
+      w_bd_same_ = p.bwd_pd.weights_desc() == p.fwd_pd.weights_desc();
+      if (!w_bd_same_) w_bd_ = Staged(dev, p_wei, p.bwd_pd.weights_desc());
+      dx_ = Staged(dev, p_src, p.bwd_pd.diff_src_desc());
     }
-    pad.allocate(dev);
-
-    fwd_prim_ = Fwd(fwd_);
-    fwd_args_ = {{DNNL_ARG_SRC, x_.inner()},
-                 {DNNL_ARG_WEIGHTS, w_.inner()},
-                 {DNNL_ARG_BIAS, b_},
-                 {DNNL_ARG_DST, y_.inner()},
-                 {DNNL_ARG_SCRATCHPAD, pad.for_primitive(fwd_.scratchpad_desc())}};
-    bww_prim_ = BwdWeights(bww_);
-    bww_args_ = {{DNNL_ARG_SRC, x_bw_same_ ? x_.inner() : x_bw_.inner()},
-                 {DNNL_ARG_DIFF_DST, dy_w_.inner()},
-                 {DNNL_ARG_DIFF_WEIGHTS, dw_.inner()},
-                 {DNNL_ARG_DIFF_BIAS, db_},
-                 {DNNL_ARG_SCRATCHPAD, pad.for_primitive(bww_.scratchpad_desc())}};
-    if (s.input_grad) {
-      bwd_prim_ = BwdData(bwd_);
-      bwd_args_ = {{DNNL_ARG_DIFF_DST, dy_d_same_ ? dy_w_.inner() : dy_d_.inner()},
-                   {DNNL_ARG_WEIGHTS, w_bd_same_ ? w_.inner() : w_bd_.inner()},
-                   {DNNL_ARG_DIFF_SRC, dx_.inner()},
-                   {DNNL_ARG_SCRATCHPAD, pad.for_primitive(bwd_.scratchpad_desc())}};
-    }
-    scratchpad_ = std::move(pad);
+    p.make(dev,
+           {{DNNL_ARG_SRC, x_.inner()},
+            {DNNL_ARG_WEIGHTS, w_.inner()},
+            {DNNL_ARG_BIAS, b_},
+            {DNNL_ARG_DST, y_.inner()}},
+           {{DNNL_ARG_SRC, x_bw_same_ ? x_.inner() : x_bw_.inner()},
+            {DNNL_ARG_DIFF_DST, dy_w_.inner()},
+            {DNNL_ARG_DIFF_WEIGHTS, dw_.inner()},
+            {DNNL_ARG_DIFF_BIAS, db_}},
+           s.input_grad ? Args{{DNNL_ARG_DIFF_DST, dy_d_same_ ? dy_w_.inner() : dy_d_.inner()},
+                               {DNNL_ARG_WEIGHTS, w_bd_same_ ? w_.inner() : w_bd_.inner()},
+                               {DNNL_ARG_DIFF_SRC, dx_.inner()}}
+                        : Args{});
   }
 
-  std::string impl() const override {
-    std::string s = std::string("onednn fwd ") + fwd_.impl_info_str() + ", bwd-weights " +
-                    bww_.impl_info_str();
-    if (s_.input_grad) s += std::string(", bwd-data ") + bwd_.impl_info_str();
-    return s;
-  }
+  std::string impl() const override { return p_.impl(); }
 
   void forward(float* y, const float* x, const float* w, const float* b) override {
+    auto& st = p_.stream;
     x_saved_ = x;
-    x_.load(stream_, x);
-    w_.load(stream_, w);
+    x_.load(st, x);
+    w_.load(st, w);
     b_.set_data_handle(const_cast<float*>(b));
     y_.target(y);
-    fwd_prim_.execute(stream_, fwd_args_);
-    y_.store(stream_);
-    stream_.wait();
+    p_.fwd.execute(st, p_.fwd_args);
+    y_.store(st);
+    st.wait();
   }
 
   void backward(float* dx, float* dw, float* db, const float* dy, const float* w) override {
     LPSGD_CHECK(x_saved_, "conv2d plan: backward before forward");
-    if (!x_bw_same_) x_bw_.load(stream_, x_saved_);
-    dy_w_.load(stream_, dy);
+    auto& st = p_.stream;
+    if (!x_bw_same_) x_bw_.load(st, x_saved_);
+    dy_w_.load(st, dy);
     dw_.target(dw);
     db_.set_data_handle(db);
-    bww_prim_.execute(stream_, bww_args_);
-    dw_.store(stream_);
-    if (s_.input_grad) {
-      if (!dy_d_same_) dy_d_.load(stream_, dy);
-      if (!w_bd_same_) w_bd_.load(stream_, w);
+    p_.bww.execute(st, p_.bww_args);
+    dw_.store(st);
+    if (p_.has_bwd) {
+      if (!dy_d_same_) dy_d_.load(st, dy);
+      if (!w_bd_same_) w_bd_.load(st, w);
       dx_.target(dx);
-      bwd_prim_.execute(stream_, bwd_args_);
-      dx_.store(stream_);
+      p_.bwd.execute(st, p_.bwd_args);
+      dx_.store(st);
     }
-    stream_.wait();
+    st.wait();
   }
 
  private:
-  Conv2dSpec s_;
-  dnnl::stream stream_;
-  Fwd::primitive_desc fwd_;
-  BwdWeights::primitive_desc bww_;
-  BwdData::primitive_desc bwd_;
-  Fwd fwd_prim_;
-  BwdWeights bww_prim_;
-  BwdData bwd_prim_;
-  Args fwd_args_, bww_args_, bwd_args_;
+  Primitives<Fwd, BwdData, BwdWeights> p_;
   Staged x_, w_, y_, x_bw_, dy_w_, dw_, dy_d_, w_bd_, dx_;
   bool x_bw_same_ = true, dy_d_same_ = true, w_bd_same_ = true;
   memory b_, db_;
-  Scratchpad scratchpad_;
   const float* x_saved_ = nullptr;
 };
 
@@ -286,63 +297,43 @@ class Linear final : public AffinePlan {
   using BwdWeights = dnnl::inner_product_backward_weights;
 
  public:
-  struct Unsupported {};
-
-  Linear(Device& dev, const LinearSpec& s) : s_(s), stream_(engine()) {
+  Linear(Device& dev, const LinearSpec& s) {
     const memory::desc src = md({s.batch, s.in}, Tag::nc), wei = md({s.out, s.in}, Tag::oi),
                        bia = md({s.out}, Tag::a), dst = md({s.batch, s.out}, Tag::nc);
-    fwd_ = Fwd::primitive_desc(Fwd::desc(dnnl::prop_kind::forward_training, src, wei, bia, dst),
-                               make_attr(s.relu), engine());
-    bww_ = BwdWeights::primitive_desc(BwdWeights::desc(src, wei, bia, dst), make_attr(false),
-                                      engine(), fwd_);
-    if (is_reference(fwd_.impl_info_str()) || is_reference(bww_.impl_info_str()))
-      throw Unsupported{};
-    Scratchpad pad;
-    pad.want(fwd_.scratchpad_desc());
-    pad.want(bww_.scratchpad_desc());
-    if (s.input_grad) {
-      bwd_ = BwdData::primitive_desc(BwdData::desc(src, wei, dst), make_attr(false), engine(),
-                                     fwd_);
-      if (is_reference(bwd_.impl_info_str())) throw Unsupported{};
-      pad.want(bwd_.scratchpad_desc());
-    }
-    pad.allocate(dev);
+    auto& p = p_;
+    p.fwd_pd = Fwd::primitive_desc(
+        Fwd::desc(dnnl::prop_kind::forward_training, src, wei, bia, dst), make_attr(s.relu),
+        engine());
+    p.bww_pd = BwdWeights::primitive_desc(BwdWeights::desc(src, wei, bia, dst), make_attr(false),
+                                          engine(), p.fwd_pd);
+    p.has_bwd = s.input_grad;
+    if (s.input_grad)
+      p.bwd_pd = BwdData::primitive_desc(BwdData::desc(src, wei, dst), make_attr(false), engine(),
+                                         p.fwd_pd);
+    if (p.any_reference()) throw Unsupported{};
     for (auto* m : {&x_, &dx_}) *m = memory(src, engine(), DNNL_MEMORY_NONE);
     for (auto* m : {&w_, &dw_}) *m = memory(wei, engine(), DNNL_MEMORY_NONE);
     for (auto* m : {&b_, &db_}) *m = memory(bia, engine(), DNNL_MEMORY_NONE);
     for (auto* m : {&y_, &dy_}) *m = memory(dst, engine(), DNNL_MEMORY_NONE);
-
-    fwd_prim_ = Fwd(fwd_);
-    fwd_args_ = {{DNNL_ARG_SRC, x_},
-                 {DNNL_ARG_WEIGHTS, w_},
-                 {DNNL_ARG_BIAS, b_},
-                 {DNNL_ARG_DST, y_},
-                 {DNNL_ARG_SCRATCHPAD, pad.for_primitive(fwd_.scratchpad_desc())}};
-    bww_prim_ = BwdWeights(bww_);
-    bww_args_ = {{DNNL_ARG_SRC, x_},
-                 {DNNL_ARG_DIFF_DST, dy_},
-                 {DNNL_ARG_DIFF_WEIGHTS, dw_},
-                 {DNNL_ARG_DIFF_BIAS, db_},
-                 {DNNL_ARG_SCRATCHPAD, pad.for_primitive(bww_.scratchpad_desc())}};
-    if (s.input_grad) {
-      bwd_prim_ = BwdData(bwd_);
-      bwd_args_ = {{DNNL_ARG_DIFF_DST, dy_},
-                   {DNNL_ARG_WEIGHTS, w_},
-                   {DNNL_ARG_DIFF_SRC, dx_},
-                   {DNNL_ARG_SCRATCHPAD, pad.for_primitive(bwd_.scratchpad_desc())}};
-    }
-    scratchpad_ = std::move(pad);
+    p.make(dev, {{DNNL_ARG_SRC, x_}, {DNNL_ARG_WEIGHTS, w_}, {DNNL_ARG_BIAS, b_}, {DNNL_ARG_DST, y_}},
+           {{DNNL_ARG_SRC, x_},
+            {DNNL_ARG_DIFF_DST, dy_},
+            {DNNL_ARG_DIFF_WEIGHTS, dw_},
+            {DNNL_ARG_DIFF_BIAS, db_}},
+           {{DNNL_ARG_DIFF_DST, dy_}, {DNNL_ARG_WEIGHTS, w_}, {DNNL_ARG_DIFF_SRC, dx_}});
   }
 
-  std::string impl() const override { return std::string("onednn ") + fwd_.impl_info_str(); }
+  std::string impl() const override {
+    return std::string("onednn ") + p_.fwd_pd.impl_info_str();
+  }
 
   void forward(float* y, const float* x, const float* w, const float* b) override {
     x_.set_data_handle(const_cast<float*>(x));
     w_.set_data_handle(const_cast<float*>(w));
     b_.set_data_handle(const_cast<float*>(b));
     y_.set_data_handle(y);
-    fwd_prim_.execute(stream_, fwd_args_);
-    stream_.wait();
+    p_.fwd.execute(p_.stream, p_.fwd_args);
+    p_.stream.wait();
     saved_ = true;
   }
 
@@ -351,27 +342,18 @@ class Linear final : public AffinePlan {
     dy_.set_data_handle(const_cast<float*>(dy));
     dw_.set_data_handle(dw);
     db_.set_data_handle(db);
-    bww_prim_.execute(stream_, bww_args_);  // x_ still points at forward's input
-    if (s_.input_grad) {
+    p_.bww.execute(p_.stream, p_.bww_args);  // x_ still points at forward's input
+    if (p_.has_bwd) {
       w_.set_data_handle(const_cast<float*>(w));
       dx_.set_data_handle(dx);
-      bwd_prim_.execute(stream_, bwd_args_);
+      p_.bwd.execute(p_.stream, p_.bwd_args);
     }
-    stream_.wait();
+    p_.stream.wait();
   }
 
  private:
-  LinearSpec s_;
-  dnnl::stream stream_;
-  Fwd::primitive_desc fwd_;
-  BwdWeights::primitive_desc bww_;
-  BwdData::primitive_desc bwd_;
-  Fwd fwd_prim_;
-  BwdWeights bww_prim_;
-  BwdData bwd_prim_;
-  Args fwd_args_, bww_args_, bwd_args_;
+  Primitives<Fwd, BwdData, BwdWeights> p_;
   memory x_, w_, b_, y_, dx_, dw_, db_, dy_;
-  Scratchpad scratchpad_;
   bool saved_ = false;
 };
 
@@ -400,7 +382,7 @@ std::unique_ptr<AffinePlan> make_or_null(Device& dev, const Spec& s) {
   if (!enabled()) return nullptr;
   try {
     return std::make_unique<Plan>(dev, s);
-  } catch (const typename Plan::Unsupported&) {
+  } catch (const Unsupported&) {
     return nullptr;
   } catch (const dnnl::error&) {  // e.g. a shape the primitive rejects
     return nullptr;
