@@ -7,6 +7,7 @@
 
 #include "comm/communicator.hpp"
 #include "core/error.hpp"
+#include "core/timer.hpp"
 
 namespace lpsgd::comm {
 
@@ -27,17 +28,17 @@ ProgressEngine::~ProgressEngine() {
   thread_.join();
 }
 
-void ProgressEngine::submit(Collective* c) {
+void ProgressEngine::submit(Collective* c, DeviceEvent* ready) {
   c->engine_ = this;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    queue_.push_back(c);
+    queue_.push_back(Entry{c, ready, now_s()});
   }
   cv_.notify_all();
 }
 
 void ProgressEngine::loop() {
-  std::deque<Collective*> mine;  // owned by this thread
+  std::deque<Entry> mine;  // owned by this thread
   int idle_passes = 0;
   for (;;) {
     {
@@ -53,9 +54,21 @@ void ProgressEngine::loop() {
     // drive them in order; a later one moves data only after the earlier ones.
     bool any_done = false, moved = false, opaque = false;
     for (auto it = mine.begin(); it != mine.end();) {
-      Collective* c = *it;
+      Collective* c = it->c;
       try {
-        if (c->state_.load() == Collective::kIdle) c->start();
+        if (c->state_.load() == Collective::kIdle) {
+          // Its input is still being computed: neither it nor any later one
+          // may start (every rank starts collectives in the same order).
+          if (it->ready && !it->ready->done()) {
+            const double timeout = comm_.options().timeout_s;
+            if (now_s() - it->submitted_s > timeout)
+              LPSGD_THROW("collective " << c->describe() << ": its input was not ready within "
+                                        << timeout << " s (the device did not finish the work "
+                                        << "that produces it)");
+            break;
+          }
+          c->start();
+        }
         // The MPI library's own collectives progress only inside MPI calls and
         // report nothing until done: never slow their polling down.
         opaque = opaque || c->algo() == Algo::Mpi;

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "comm/collective.hpp"
+#include "device/device.hpp"
 
 namespace lpsgd::comm {
 
@@ -34,7 +35,12 @@ class ProgressEngine {
   ProgressEngine& operator=(const ProgressEngine&) = delete;
 
   /// Hands c to the engine; c must stay alive until c->wait() has returned.
-  void submit(Collective* c);
+  /// With `ready` (an event the producer of c's input recorded, e.g. the
+  /// compute stream after backward wrote a gradient bucket), c starts only
+  /// once the event has passed: the engine polls it, so no device queue waits
+  /// for another and the collectives before c keep moving meanwhile. An event
+  /// that does not pass within the communicator's timeout fails c.
+  void submit(Collective* c, DeviceEvent* ready = nullptr);
 
  private:
   void loop();
@@ -44,7 +50,12 @@ class ProgressEngine {
   Communicator& comm_;
   std::mutex mutex_;
   std::condition_variable cv_;
-  std::deque<Collective*> queue_;
+  struct Entry {
+    Collective* c;
+    DeviceEvent* ready;  // may be null
+    double submitted_s;
+  };
+  std::deque<Entry> queue_;
   bool stop_ = false;
   std::thread thread_;
 };

@@ -208,6 +208,14 @@ class DeviceMemory {
     ptr_ = nullptr;
     bytes_ = 0;
   }
+  /// Gives the memory up without freeing it and returns it: for memory that
+  /// someone else may still use (MPI on an error path), leaked on purpose.
+  void* release() noexcept {
+    void* p = ptr_;
+    ptr_ = nullptr;
+    bytes_ = 0;
+    return p;
+  }
   void* data() const { return ptr_; }
   template <class T>
   T* as() const { return static_cast<T*>(ptr_); }

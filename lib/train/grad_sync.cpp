@@ -72,12 +72,19 @@ std::unique_ptr<comm::Collective> GradSync::make(comm::CollKind kind, float* dat
   return comm_.create(opt_.algo, a, opt_.block_bytes);
 }
 
-void GradSync::submit(comm::Collective* c) {
+// c reads what the compute queue has produced up to now (e marks it). The
+// engine starts c once e has passed (it polls e: the communication queue never
+// waits for backward as a whole, so the buckets already moving go on moving);
+// without an engine, the communication queue waits for e.
+void GradSync::submit(comm::Collective* c, DeviceEvent& e) {
   submitted_s_.push_back(now_s());
-  if (engine_)
-    engine_->submit(c);
-  else
+  if (engine_) {
+    model_.device().record(e);
+    engine_->submit(c, &e);
+  } else {
+    order(model_.device(), comm_.device(), e);
     c->start();
+  }
 }
 
 void GradSync::order(Device& from, Device& to, DeviceEvent& e) {
@@ -88,11 +95,10 @@ void GradSync::order(Device& from, Device& to, DeviceEvent& e) {
 
 void GradSync::launch(size_t b) {
   if (comm_.size() == 1) return;
-  order(model_.device(), comm_.device(), *ready_[b]);
   const comm::CollKind kind =
       opt_.mode == SyncMode::Allreduce ? comm::CollKind::Allreduce : comm::CollKind::Reduce;
   grad_coll_[b] = make(kind, model_.grads().data() + buckets_[b].offset, buckets_[b].count);
-  submit(grad_coll_[b].get());
+  submit(grad_coll_[b].get(), *ready_[b]);
 }
 
 void GradSync::on_layer_done(size_t layer) {
@@ -139,10 +145,10 @@ SyncTimes GradSync::apply(float lr) {
         wait(b, grad_coll_[b].get(), t);
         order(comm_.device(), model_.device(), *arrived_[b]);
         update(b, lr);
-        order(model_.device(), comm_.device(), *updated_[b]);  // the broadcast reads them
       }
+      // The broadcast reads the parameters the root has just updated.
       param_coll_[b] = make(comm::CollKind::Bcast, params + buckets_[b].offset, buckets_[b].count);
-      submit(param_coll_[b].get());
+      submit(param_coll_[b].get(), *updated_[b]);
     }
     for (size_t b = 0; b < nb; ++b) {
       if (!root) wait(b, grad_coll_[b].get(), t);

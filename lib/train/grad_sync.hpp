@@ -18,9 +18,11 @@
 //
 // On a GPU the collectives run on the communicator's device (the compute
 // device's communication stream) and events order the two streams: a bucket's
-// collective starts after an event recorded when backward has queued its
-// gradients, and its update waits for an event recorded after the collective;
-// the host never waits inside a step except for the loss.
+// collective starts once an event recorded when backward has queued its
+// gradients has passed (the progress engine polls it, so the buckets already
+// moving never wait for later ones), and its update waits for an event
+// recorded after the collective; the training thread never waits inside a
+// step except for the loss.
 //
 // Every rank starts its collectives in the same order (bucket order; in
 // reduce-bcast all reduces, then all broadcasts), which is what the chain's
@@ -93,7 +95,9 @@ class GradSync {
  private:
   void launch(size_t bucket);
   std::unique_ptr<comm::Collective> make(comm::CollKind kind, float* data, size_t count);
-  void submit(comm::Collective* c);
+  /// Starts c (on the engine, if any) once the compute queue's work so far,
+  /// marked by e, is done.
+  void submit(comm::Collective* c, DeviceEvent& e);
   /// Waits for c (a collective of bucket b); adds the time this thread was
   /// blocked to wait_s and to the bucket's wait.
   void wait(size_t b, comm::Collective* c, SyncTimes& t);

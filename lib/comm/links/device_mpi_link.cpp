@@ -44,17 +44,39 @@ DeviceMpiLink::DeviceMpiLink(Device& dev, MPI_Comm comm, int peer, int window, s
     host_recv_ = PinnedBuffer(dev, static_cast<size_t>(window) * slot_bytes);
   }
   for (auto& s : tx_) s.ready = dev.create_event();
-  for (auto& r : rx_) r.copied = dev.create_event();
+  for (auto& r : rx_) {
+    r.copied = dev.create_event();
+    r.free = dev.create_event();
+  }
 }
 
+// The slots are freed after this body, so nothing may still use them: MPI
+// neither (receives are cancelled; sends, which cannot be, get a few seconds to
+// complete) nor queued copies. A send still in flight after that (a peer gone
+// or stopped, on an error path) keeps its memory: it is leaked rather than
+// freed under MPI's feet.
 DeviceMpiLink::~DeviceMpiLink() {
   for (auto& r : rx_)
     if (r.req != MPI_REQUEST_NULL) {
       MPI_Cancel(&r.req);
-      MPI_Request_free(&r.req);
+      MPI_Wait(&r.req, MPI_STATUS_IGNORE);
     }
-  for (auto& s : tx_)
-    if (s.req != MPI_REQUEST_NULL) MPI_Request_free(&s.req);
+  const double deadline = MPI_Wtime() + 5.0;
+  bool in_flight = false;
+  for (auto& s : tx_) {
+    int done = s.req == MPI_REQUEST_NULL;
+    while (!done && MPI_Wtime() < deadline) MPI_Test(&s.req, &done, MPI_STATUS_IGNORE);
+    if (!done) {
+      MPI_Request_free(&s.req);  // completes in the background, if ever
+      in_flight = true;
+    }
+  }
+  if (in_flight) {
+    LPSGD_WARN("MPI link to rank " << peer_ << ": sends still in flight at shutdown; their "
+               "buffers are left allocated");
+    (void)send_slots_.release();
+    (void)host_send_.release();
+  }
   try {
     dev_.synchronize();  // queued copies still use the slots freed next
   } catch (const Error& e) {
@@ -65,10 +87,17 @@ DeviceMpiLink::~DeviceMpiLink() {
 void DeviceMpiLink::pump() {
   while (!queued_.empty()) {
     SendSlot& s = tx_[queued_.front()];
-    if (!s.ready->done()) return;  // later ones were queued after it: not ready either
+    if (!s.ready->done()) break;  // later ones were queued after it: not ready either
     MPI_CHECK(MPI_Isend(s.src, static_cast<int>(s.bytes), MPI_BYTE, peer_, tag_out_, comm_, &s.req));
     s.state = Tx::InFlight;
     queued_.pop_front();
+  }
+  while (!waiting_.empty()) {
+    RecvSlot& r = rx_[waiting_.front()];
+    if (!(staged_ ? r.copied : r.free)->done()) break;  // in order, as MPI matches them
+    MPI_CHECK(MPI_Irecv(r.land, static_cast<int>(r.bytes), MPI_BYTE, peer_, tag_in_, comm_, &r.req));
+    r.state = Rx::Posted;
+    waiting_.pop_front();
   }
 }
 
@@ -129,25 +158,26 @@ void DeviceMpiLink::post_recv(uint64_t seq, size_t bytes, void* dst) {
   r.seq = seq;
   r.bytes = bytes;
   r.target = dst ? dst : recv_slots_.as<char>() + k * slot_bytes_;
-  void* land = r.target;
   if (staged_) {
     LPSGD_CHECK(bytes <= slot_bytes_, "MPI link: block of " << bytes << " bytes exceeds slot");
-    // The host slot's previous block must have been copied out (long since, W blocks ago).
-    r.copied->synchronize();
-    land = host_recv(k);
+    // Lands in the host slot once its previous block has been copied out
+    // (r.copied, recorded after that copy; long since, W blocks ago).
+    r.land = host_recv(k);
   } else {
     // MPI writes device memory behind the queue's back: work queued so far
     // (readers of the slot's previous block, or of dst) has to finish first.
-    dev_.synchronize();
+    dev_.record(*r.free);
+    r.land = r.target;
   }
-  MPI_CHECK(MPI_Irecv(land, static_cast<int>(bytes), MPI_BYTE, peer_, tag_in_, comm_, &r.req));
-  r.state = Rx::Posted;
+  r.state = Rx::Waiting;
+  waiting_.push_back(k);
+  pump();
 }
 
 const void* DeviceMpiLink::test_recv(uint64_t seq) {
   pump();  // a neighbour waiting for our sends must not wait for this receive
   RecvSlot& r = rx_[slot(seq)];
-  if (r.seq != seq || r.state == Rx::Idle) return nullptr;  // not posted yet
+  if (r.seq != seq || r.state == Rx::Idle || r.state == Rx::Waiting) return nullptr;  // not posted yet
   if (r.state == Rx::Posted) {
     int done = 0;
     MPI_CHECK(MPI_Test(&r.req, &done, MPI_STATUS_IGNORE));

@@ -1,7 +1,11 @@
 // DeviceMpiLink: a chain neighbour reached over MPI when blocks live in device
 // (GPU) memory. Device work is queued, so a block may be handed to MPI only
 // once the queue has produced it: each send records an event and is posted to
-// MPI when the event has passed, in block order.
+// MPI when the event has passed, in block order. Receives likewise: a block
+// may land only once the queued work that still reads its target (or, staged,
+// still copies the host slot's previous block out) is done, so each receive
+// records an event and is posted when it has passed, in block order. The
+// caller's thread never blocks on the device.
 //
 //  - direct (the MPI library is CUDA-aware): MPI reads and writes device memory.
 //  - staged (it is not): a send is copied device -> pinned host slot on the
@@ -50,7 +54,7 @@ class DeviceMpiLink final : public Link {
 
  private:
   enum class Tx { Free, Queued, InFlight };  // Queued: waiting for the device
-  enum class Rx { Idle, Posted, Delivered };
+  enum class Rx { Idle, Waiting, Posted, Delivered };  // Waiting: for the device
   struct SendSlot {
     Tx state = Tx::Free;
     uint64_t seq = 0;
@@ -64,12 +68,15 @@ class DeviceMpiLink final : public Link {
     uint64_t seq = ~uint64_t{0};
     void* target = nullptr;  // device memory the block ends up in
     size_t bytes = 0;
+    void* land = nullptr;    // where MPI writes: the host slot (staged) or target
     MPI_Request req = MPI_REQUEST_NULL;
     std::unique_ptr<DeviceEvent> copied;  // staged: the host slot has been copied out
+    std::unique_ptr<DeviceEvent> free;    // direct: work queued before the receive is done
   };
 
   size_t slot(uint64_t seq) const { return static_cast<size_t>(seq % static_cast<uint64_t>(window_)); }
-  /// Hands queued sends whose data is ready to MPI, oldest first.
+  /// Hands queued sends whose data is ready, and receives whose landing place
+  /// is free, to MPI, oldest first.
   void pump();
   /// Completes an in-flight send if MPI is done with it.
   bool test_send(SendSlot& s);
@@ -84,7 +91,8 @@ class DeviceMpiLink final : public Link {
   PinnedBuffer host_send_, host_recv_;  // staged only
   std::vector<SendSlot> tx_;
   std::vector<RecvSlot> rx_;
-  std::deque<size_t> queued_;  // send slots in posting order, waiting for their event
+  std::deque<size_t> queued_;   // send slots in posting order, waiting for their event
+  std::deque<size_t> waiting_;  // receive slots in posting order, waiting for theirs
 };
 
 }  // namespace lpsgd::comm

@@ -125,17 +125,24 @@ class Gpu {
   size_t in_use_ = 0, cached_ = 0;
 };
 
+// Any thread may ask an event (the progress engine polls the compute stream's):
+// each call makes the event's GPU current first, so a thread that never chose
+// a GPU does not get a context on GPU 0.
 class CudaEvent final : public DeviceEvent {
  public:
-  explicit CudaEvent(int ordinal) {
+  explicit CudaEvent(int ordinal) : ordinal_(ordinal) {
     make_current(ordinal);
     CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
   }
-  ~CudaEvent() override { cudaEventDestroy(event_); }
+  ~CudaEvent() override {
+    if (cudaSetDevice(ordinal_) == cudaSuccess) t_current_gpu = ordinal_;
+    cudaEventDestroy(event_);
+  }
   CudaEvent(const CudaEvent&) = delete;
   CudaEvent& operator=(const CudaEvent&) = delete;
 
   bool done() override {
+    make_current(ordinal_);
     const cudaError_t rc = cudaEventQuery(event_);
     if (rc == cudaSuccess) return true;
     if (rc == cudaErrorNotReady) {
@@ -145,10 +152,14 @@ class CudaEvent final : public DeviceEvent {
     CUDA_CHECK(rc);
     return false;
   }
-  void synchronize() override { CUDA_CHECK(cudaEventSynchronize(event_)); }
+  void synchronize() override {
+    make_current(ordinal_);
+    CUDA_CHECK(cudaEventSynchronize(event_));
+  }
   cudaEvent_t get() const { return event_; }
 
  private:
+  int ordinal_;
   cudaEvent_t event_ = nullptr;
 };
 
