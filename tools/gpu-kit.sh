@@ -104,7 +104,7 @@ cp "$U"/include/x86_64-linux-gnu/openblas-pthread/*.h "$P/include/"
 # Only the Boost headers that program_options pulls in (the whole tree is 150 MB).
 echo '#include <boost/program_options.hpp>' >"$work/bpo.cpp"
 g++ -std=c++17 -nostdinc++ -isystem /usr/include/c++/12 -isystem /usr/include/x86_64-linux-gnu/c++/12 \
-  -I"$U/include" -M "$work/bpo.cpp" | tr ' \\' '\n\n' | grep "^$U/include/boost/" | sort -u |
+  -I"$U/include" -M "$work/bpo.cpp" | sed 's/ \\$//' | tr ' ' '\n' | grep "^$U/include/boost/" | sort -u |
   while read -r h; do
     rel=${h#"$U/include/"}
     mkdir -p "$P/include/$(dirname "$rel")"
@@ -133,6 +133,7 @@ for _ in 1 2 3 4 5; do  # the closure, a level per pass
   done
 done
 # Every library finds the others beside itself, whatever the machine has.
+# shellcheck disable=SC2016  # $ORIGIN is for the dynamic loader, not the shell
 for f in "$P"/lib/*.so.*; do [[ -L $f ]] || patchelf --set-rpath '$ORIGIN' "$f"; done
 
 # ---- Open MPI 5 from PyPI ------------------------------------------------------------
