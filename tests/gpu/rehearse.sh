@@ -42,11 +42,16 @@ if [[ ! -x $root/usr/bin/g++ || ! -x $root/usr/local/bin/cmake ]]; then
   echo "rehearse.sh: debootstrap bookworm into $root ($mirror)" >&2
   debootstrap --variant=minbase bookworm "$root" "$mirror" >"$root.log" 2>&1 ||
     { tail -n 20 "$root.log"; exit 1; }
-  # What the GPU machine has besides CUDA: a compiler, Python, git, xz; CMake and ninja from pip.
+  # What the GPU machine has besides CUDA: a compiler, Python, git, xz; CMake
+  # and ninja from pip (their wheels fetched here, with this machine's pip
+  # settings, and installed offline in the root).
+  python3 -m pip download -q --only-binary=:all: --platform manylinux_2_17_x86_64 \
+    --platform manylinux2014_x86_64 -d "$root/tmp/wheels" cmake ninja >>"$root.log" 2>&1 ||
+    { tail -n 20 "$root.log"; exit 1; }
   chroot "$root" /bin/sh -c "apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
     apt-get install -y -qq --no-install-recommends g++ make python3 python3-pip git xz-utils \
-    ca-certificates procps >/dev/null && pip3 install -q --break-system-packages cmake ninja" \
-    >>"$root.log" 2>&1 || { tail -n 20 "$root.log"; exit 1; }
+    ca-certificates procps >/dev/null && pip3 install -q --break-system-packages --no-index \
+    --find-links /tmp/wheels cmake ninja" >>"$root.log" 2>&1 || { tail -n 20 "$root.log"; exit 1; }
 fi
 
 # ---- mounts, cleaned up whatever happens -----------------------------------------------
