@@ -124,7 +124,7 @@ cp "$A"/libgtest.a "$A"/libgtest_main.a "$P/lib/"
 # libstdc++, libgcc_s, libgomp).
 base='^(libc|libm|libdl|libpthread|librt|libresolv|ld-linux-x86-64|libstdc\+\+|libgcc_s|libgomp)\.so'
 for _ in 1 2 3 4 5; do  # the closure, a level per pass
-  for f in "$P"/lib/*.so.*; do
+  for f in "$P"/lib/*.so*; do  # libopenblasp-r0.3.21.so has no number after .so
     [[ -L $f ]] && continue
     for dep in $(patchelf --print-needed "$f"); do
       [[ $dep =~ $base || -e $P/lib/$dep ]] && continue
@@ -134,7 +134,7 @@ for _ in 1 2 3 4 5; do  # the closure, a level per pass
 done
 # Every library finds the others beside itself, whatever the machine has.
 # shellcheck disable=SC2016  # $ORIGIN is for the dynamic loader, not the shell
-for f in "$P"/lib/*.so.*; do [[ -L $f ]] || patchelf --set-rpath '$ORIGIN' "$f"; done
+for f in "$P"/lib/*.so*; do [[ -L $f ]] || patchelf --set-rpath '$ORIGIN' "$f"; done
 
 # ---- Open MPI 5 from PyPI ------------------------------------------------------------
 echo "gpu-kit.sh: downloading Open MPI $ompi_version (PyPI wheel)" >&2
