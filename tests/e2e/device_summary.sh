@@ -53,8 +53,9 @@ for size in (64, 256):
 PY
 )
 done
-sps=$(python3 -c 'import json, sys; print(f"{json.loads(open(sys.argv[1]).read().splitlines()[-1])[\"samples_per_s\"]:,.0f}")' \
-  "$d/train-cpu-mlp-p2.jsonl")
+sps=$(python3 -c 'import json, sys
+last = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+print(format(last["samples_per_s"], ",.0f"))' "$d/train-cpu-mlp-p2.jsonl")
 want "MLP 784-512-256-10 on the CPU, P=2, samples/s | $sps |"
 want "device-to-device copy, 256 MiB, GB/s (read + write) | no GPU |"
 want "LP allreduce busbw, 4 ranks, CUDA IPC, 64 MiB, GB/s | FAILED |"
