@@ -70,6 +70,53 @@ double stream_period(Communicator& c, size_t bytes, int blocks, int reps, Device
   return t[t.size() / 2];
 }
 
+/// Half the median round trip of a small block between chain positions 0 and
+/// 1 over the link: the latency a block pays on a hop before a pipeline is
+/// full. Streaming (above) hides it behind the blocks in flight — over TCP the
+/// socket takes the next block at once, and the fit's α came out as zero
+/// there while a hop took tens of microseconds.
+double half_round_trip(Communicator& c, size_t bytes, int reps, DeviceBuffer& stream) {
+  const int pos = c.rank();
+  char* src = static_cast<char*>(stream.data());
+  char* dst = src + stream.bytes() / 2;
+  std::vector<double> t;
+  if (pos <= 1) {
+    Link* L = pos == 0 ? c.right_link() : c.left_link();
+    const uint64_t tx = L->tx_base(), rx = L->rx_base();
+    const auto send = [&](uint64_t j) {
+      while (!L->can_send(tx + j)) {}
+      L->post_send(tx + j, src, bytes);
+      while (!L->send_done(tx + j)) {}
+    };
+    const auto recv = [&](uint64_t j) {
+      while (!L->can_recv(rx + j)) {}
+      L->post_recv(rx + j, bytes, dst);
+      while (!L->test_recv(rx + j)) {}
+      L->release_recv(rx + j);
+    };
+    const uint64_t k = static_cast<uint64_t>(reps) + 5;  // 5 untimed first
+    for (uint64_t j = 0; j < k; ++j) {
+      Timer timer;
+      if (pos == 0) {
+        send(j);
+        recv(j);
+      } else {
+        recv(j);
+        send(j);
+      }
+      if (j >= 5) t.push_back(timer.elapsed_s() / 2);
+    }
+    L->advance(k, k);
+  }
+  double h = 0;
+  if (pos == 0) {
+    std::nth_element(t.begin(), t.begin() + static_cast<long>(t.size() / 2), t.end());
+    h = t[t.size() / 2];
+  }
+  MPI_CHECK(MPI_Bcast(&h, 1, MPI_DOUBLE, 0, c.ctrl_comm()));
+  return h;
+}
+
 }  // namespace
 
 CostModel calibrate(MPI_Comm parent, Device& dev, int ranks_per_node, int reps) {
@@ -93,7 +140,10 @@ CostModel calibrate(MPI_Comm parent, Device& dev, int ranks_per_node, int reps) 
       const double t1 = stream_period(c, b1, 512, reps, stream);
       const double t2 = stream_period(c, b2, 64, reps, stream);
       const double b = std::max(1e-13, (t2 - t1) / static_cast<double>(b2 - b1));
-      const double a = std::max(1e-8, t1 - b * static_cast<double>(b1));
+      // α: the per-block cost streaming shows, or the one-way latency of a
+      // small block, whichever is larger (the pipeline's fill pays the latter).
+      const double a = std::max({1e-8, t1 - b * static_cast<double>(b1),
+                                 half_round_trip(c, 64, 5 * reps, stream)});
       std::array<double, 2> ab = {a, b};
       MPI_CHECK(MPI_Bcast(ab.data(), 2, MPI_DOUBLE, 0, c.ctrl_comm()));
       if (static_cast<LinkKind>(kind_i) == LinkKind::Shm) {
