@@ -12,7 +12,8 @@
 #   netns-cluster.sh status
 #   netns-cluster.sh down                                (removes everything it made; idempotent)
 #
-# Nodes are namespaces lpsgd-n0 ... lpsgd-n<N-1>, at 198.18.0.<i+1> (198.18.0.0/15
+# Nodes are namespaces lpsgd-n0 ... lpsgd-n<N-1> (LPSGD_NETNS_PREFIX changes "lpsgd"),
+# at 198.18.0.<i+1> (198.18.0.0/15
 # is reserved for network benchmarks; addresses exist only inside these
 # namespaces, and no interface, route or setting of the host is touched).
 #   switch  every node has one link (eth0) to a bridge in namespace lpsgd-sw,
@@ -29,8 +30,10 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-STATE=${LPSGD_NETNS_STATE:-/run/lpsgd-netns}
-PREFIX=lpsgd
+# Two clusters can be up at once under different prefixes (the tests use their own).
+PREFIX=${LPSGD_NETNS_PREFIX:-lpsgd}
+[[ $PREFIX =~ ^[a-z][a-z0-9]{0,7}$ ]] || { echo "netns-cluster.sh: error: LPSGD_NETNS_PREFIX must be 1-8 lower-case letters and digits" >&2; exit 2; }
+STATE=/run/$PREFIX-netns
 
 die() { echo "netns-cluster.sh: error: $*" >&2; exit 2; }
 [[ $(id -u) -eq 0 ]] || die "needs root (ip netns, tc)"
