@@ -117,6 +117,10 @@ cmd_up() {
   for ((i = 0; i < nodes; i++)); do
     ip netns add "$(ns "$i")"
     inns "$(ns "$i")" ip link set lo up
+    # A TCP connection over a dead link gives up after 5 retransmissions
+    # (about 13 s) instead of Linux's 15 (about 15 min): Open MPI's daemons then
+    # see a lost node and end the job, as a cluster's launcher would.
+    inns "$(ns "$i")" sysctl -qw net.ipv4.tcp_retries2=5
   done
   if [[ $topo == switch ]]; then
     ip netns add "$PREFIX-sw"
@@ -203,10 +207,13 @@ cmd_run() {
   local t=()
   ((timeout_s > 0)) && t=(timeout -k 5 "$timeout_s")
   # routed=direct: every daemon talks to mpirun itself (the default tree of
-  # daemons sometimes failed to wire up here).
+  # daemons sometimes failed to wire up here). Keepalives on the daemons'
+  # connections: a daemon cut off from mpirun notices in about 11 s, kills its
+  # ranks and exits, rather than waiting forever on an idle connection.
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
     "${t[@]}" ip netns exec "$(ns 0)" mpirun -n $((nodes * rpn)) --hostfile "$STATE/hosts" \
     --mca plm_rsh_agent "$STATE/agent" --mca routed direct \
+    --mca oob_tcp_keepalive_time 5 --mca oob_tcp_keepalive_intvl 2 --mca oob_tcp_keepalive_probes 3 \
     --mca oob_tcp_if_include 198.18.0.0/24 --mca btl_tcp_if_include 198.18.0.0/24 \
     --mca btl tcp,vader,self --bind-to none --oversubscribe "$@"
 }
@@ -225,11 +232,15 @@ cmd_link() {
     ((i + 1 < nodes)) || die "link: no link from node $i to node $((i + 1))"
     a="$(ns "$i") right" b="$(ns $((i + 1))) left"
   fi
-  local end
+  local end n d
   case $what in
-    down|up) for end in "$a" "$b"; do read -r n d <<<"$end"; inns "$n" ip link set "$d" "$what"; done ;;
+    # The far end goes down, as a switch port or a neighbour's NIC would: the
+    # node's own interface loses its carrier but keeps its address and routes,
+    # so packets are lost and TCP retries rather than failing at once.
+    down|up) read -r n d <<<"$b"; inns "$n" ip link set "$d" "$what" ;;
     rate)
       [[ -n ${3:-} ]] || die "link: rate needs a value"
+      rate_bytes "$3" >/dev/null
       for end in "$a" "$b"; do read -r n d <<<"$end"; shape "$n" "$d" "$3" change; done ;;
     *) die "link: use down, up or rate RATE" ;;
   esac
@@ -253,6 +264,6 @@ case ${1:-} in
   link) shift; cmd_link "$@" ;;
   status) cmd_status ;;
   down) cmd_down ;;
-  -h|--help|"") sed -n '2,31p' "$0" ;;
+  -h|--help|"") awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0" ;;
   *) die "unknown command '$1' (use up, run, link, status or down)" ;;
 esac

@@ -249,13 +249,16 @@ class LpCollective final : public Collective {
     std::ostringstream os;
     auto side = [&](const Link* L) { return L->peer() < pos_ ? "left" : "right"; };
     if (reduce_ && r_done_ < k_) {
+      const char* sep = "";
       for (int o = 0; o < 2; ++o)
-        if (outer_[o])
-          os << "partial sum of block " << r_done_ << " from rank " << outer_[o]->peer() << " ("
-             << side(outer_[o]) << " neighbour) ";
+        if (outer_[o]) {
+          os << sep << "partial sum of block " << r_done_ << " from rank " << outer_[o]->peer()
+             << " (" << side(outer_[o]) << " neighbour)";
+          sep = " and ";
+        }
       if (inner_)
-        os << "or a free slot towards rank " << inner_->peer() << " (" << side(inner_)
-           << " neighbour)";
+        os << (*sep ? " or " : "") << "a free slot towards rank " << inner_->peer() << " ("
+           << side(inner_) << " neighbour)";
       return os.str();
     }
     if (bcast_ && inner_ && b_ready_ < k_)
