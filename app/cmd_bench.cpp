@@ -1,6 +1,7 @@
 // lpsgd bench: broadcast / reduce / allreduce benchmark in the style of
-// nccl-tests. Algorithms given as a list run in one process, interleaved
-// iteration by iteration so that drift hits them alike. Per iteration the time
+// nccl-tests. Algorithms given as a list run in one process, each in phases of
+// its own (a warm-up, then timed iterations back to back), the phases repeated
+// in up to three rounds so that drift hits them alike. Per iteration the time
 // is the slowest rank's; a row reports the median over iterations, algbw =
 // bytes / time and busbw = algbw × 2(P−1)/P for allreduce (× 1 for bcast and
 // reduce), so numbers compare directly with NCCL's.
@@ -102,7 +103,7 @@ int run_bench(int argc, char** argv) {
     ("maxbytes,e", po::value(&max_s)->default_value("64M"), "largest message")
     ("stepfactor,f", po::value(&factor)->default_value(4), "size multiplier between rows")
     ("iters,n", po::value(&iters)->default_value(20), "timed iterations per row")
-    ("warmup,w", po::value(&warmup)->default_value(5), "untimed iterations per row")
+    ("warmup,w", po::value(&warmup)->default_value(5), "untimed iterations per row, spread over its phases (each phase at least one)")
     ("root", po::value(&root)->default_value(0), "root (chain position) for bcast and reduce")
     ("dtype", po::value(&dtype_s)->default_value("float"), "float, double or int32")
     ("block", po::value(&block_s)->default_value("auto"), "LP block: bytes or auto (cost model)")
@@ -114,7 +115,7 @@ int run_bench(int argc, char** argv) {
     ("check", po::bool_switch(&check), "validate every result and count wrong elements")
     ("floor", po::bool_switch(&floor),
      "also time the memory floor: every rank copies its input to its output (algo 'copy'), "
-     "interleaved with the algorithms")
+     "in phases beside the algorithms'")
     ("shared-buffers", po::bool_switch(&shared_buffers),
      "SimGrid build: all ranks share one copy of each buffer (SMPI_SHARED_MALLOC); no --check")
     ("json", po::value(&json_path), "write one JSON object per row to FILE")
@@ -254,31 +255,47 @@ int run_bench(int argc, char** argv) {
         MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, comm.ctrl_comm());
         return dt;
       };
-      for (int it = 0; it < warmup + iters; ++it) {
-        if (floor) {
-          // The least any rank's part of a collective on one node costs: read
-          // its n bytes once and write n bytes once, all ranks at the same time.
-          const double dt = timed([&] { cq.copy(out_data, in_data, count * esize); });
-          if (it >= warmup) copy_times.push_back(dt);
-        }
-        for (size_t a = 0; a < algos.size(); ++a) {
+      // Phases: each (algorithm or copy) runs its iterations back to back after
+      // a warm-up of its own, so what one leaves behind (the MPI library's
+      // allreduce maps and unmaps a temporary of the message's size on every
+      // call) is absorbed by the next one's warm-up, not timed. The phases
+      // repeat in `rounds` rounds, so that drift still hits every row alike.
+      const int rounds = std::max(1, std::min(iters, 3));
+      const int phase_warmup = warmup > 0 ? (warmup + rounds - 1) / rounds : 0;
+      const size_t n_phases = algos.size() + (floor ? 1 : 0);
+      for (int round = 0; round < rounds; ++round) {
+        const int timed_iters = iters / rounds + (round < iters % rounds ? 1 : 0);
+        const bool last_round = round == rounds - 1;
+        for (size_t ph = 0; ph < n_phases; ++ph) {
+          if (floor && ph == 0) {
+            // The least any rank's part of a collective on one node costs: read
+            // its n bytes once and write n bytes once, all ranks at the same time.
+            for (int it = 0; it < phase_warmup + timed_iters; ++it) {
+              const double dt = timed([&] { cq.copy(out_data, in_data, count * esize); });
+              if (it >= phase_warmup) copy_times.push_back(dt);
+            }
+            continue;
+          }
+          const size_t a = ph - (floor ? 1 : 0);
           if (!supports(algos[a], kind)) continue;
           CollArgs args{kind, in_data, out_data, count, dtype, ReduceOp::Sum, r};
-          auto h = comm.create(algos[a], args, block);
-          blocks[a] = h->block_bytes();
-          const double dt = timed([&] {
-            h->start();
-            h->wait();
-          });
-          if (it >= warmup) times[a].push_back(dt);
-          if (check && it == warmup + iters - 1) {
-            cq.copy_to_host(host.data(), out_data, count * esize);
-            uint64_t w = dispatch_dtype(dtype, [&](auto tag) {
-              using T = decltype(tag);
-              return count_wrong(reinterpret_cast<const T*>(host.data()), count, kind, r, P, me);
+          for (int it = 0; it < phase_warmup + timed_iters; ++it) {
+            auto h = comm.create(algos[a], args, block);
+            blocks[a] = h->block_bytes();
+            const double dt = timed([&] {
+              h->start();
+              h->wait();
             });
-            MPI_Allreduce(MPI_IN_PLACE, &w, 1, MPI_UINT64_T, MPI_SUM, comm.ctrl_comm());
-            wrong[a] = static_cast<int64_t>(w);
+            if (it >= phase_warmup) times[a].push_back(dt);
+            if (check && last_round && it == phase_warmup + timed_iters - 1) {
+              cq.copy_to_host(host.data(), out_data, count * esize);
+              uint64_t w = dispatch_dtype(dtype, [&](auto tag) {
+                using T = decltype(tag);
+                return count_wrong(reinterpret_cast<const T*>(host.data()), count, kind, r, P, me);
+              });
+              MPI_Allreduce(MPI_IN_PLACE, &w, 1, MPI_UINT64_T, MPI_SUM, comm.ctrl_comm());
+              wrong[a] = static_cast<int64_t>(w);
+            }
           }
         }
       }

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "comm/chain.hpp"
+#include "comm/collectives/factory.hpp"
 #include "core/error.hpp"
 
 namespace lpsgd::comm {
@@ -70,6 +71,8 @@ double CostModel::lp_beta(LinkMix m) const {
 // The steady-state time per block of the busiest resource (see the header).
 double CostModel::lp_period(CollKind kind, int P, int root, double b, LinkMix m) const {
   const int sides = centre_sides(kind, P, root);
+  // Two ranks that take turns as the centre each reduce half the blocks.
+  const bool shared = lp_shares_reductions(kind, P);
   double p = 0;
   if (m.mpi) {
     // Streams into the busiest NIC and reductions per block on its rank.
@@ -80,7 +83,7 @@ double CostModel::lp_period(CollKind kind, int P, int root, double b, LinkMix m)
       r = sides;
     }
     if (mpi_neighbour_links) s = 1;  // every stream has a link of its own
-    const double link = alpha_mpi + s * b * beta_mpi, compute = r * b * gamma;
+    const double link = alpha_mpi + s * b * beta_mpi, compute = r * b * gamma * (shared ? 0.5 : 1.0);
     p = std::max(p, window > 1 ? std::max(link, compute) : link + compute);
   }
   if (m.shm) {
@@ -117,6 +120,10 @@ double CostModel::lp_period(CollKind kind, int P, int root, double b, LinkMix m)
         const Work w = work(q == centre, q == 0 || q == P - 1);
         busiest = std::max(busiest, w.copy + w.reduce);
         copies += w.copy;
+      }
+      if (shared) {  // both ranks: half the blocks reduced, half copied
+        const Work ce = work(true, true), end = work(false, true);
+        busiest = 0.5 * (ce.copy + ce.reduce + end.copy + end.reduce);
       }
     }
     p = std::max(p, alpha_shm + b * std::max(busiest, copies));

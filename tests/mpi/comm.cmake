@@ -4,11 +4,16 @@ set(comm_test_src ${CMAKE_CURRENT_LIST_DIR}/test_collectives.cpp)
 lpsgd_mpi_test(test_collectives SOURCES ${comm_test_src} DEPS lpsgd_comm
   RANKS 1 2 3 4 5 6 7 8 TIMEOUT 600)
 lpsgd_mpi_test(test_collectives SOURCES ${comm_test_src} DEPS lpsgd_comm
-  RANKS 3 4 SUFFIX links-mpi ENV "LPSGD_TEST_LINKS=mpi" TIMEOUT 600)
+  RANKS 2 3 4 SUFFIX links-mpi ENV "LPSGD_TEST_LINKS=mpi" TIMEOUT 600)
 lpsgd_mpi_test(test_collectives SOURCES ${comm_test_src} DEPS lpsgd_comm
   RANKS 4 5 SUFFIX rpn2 ENV "LPSGD_RANKS_PER_NODE=2" TIMEOUT 600)
 lpsgd_mpi_test(test_collectives SOURCES ${comm_test_src} DEPS lpsgd_comm
   RANKS 6 7 SUFFIX rpn3 ENV "LPSGD_RANKS_PER_NODE=3" TIMEOUT 600)
+# LP allreduce of 2 ranks with the centre alternating by block (LPSGD_LP_PAIR=1).
+lpsgd_mpi_test(test_collectives SOURCES ${comm_test_src} DEPS lpsgd_comm
+  RANKS 2 SUFFIX lp-pair ENV "LPSGD_LP_PAIR=1" TIMEOUT 600)
+lpsgd_mpi_test(test_collectives SOURCES ${comm_test_src} DEPS lpsgd_comm
+  RANKS 2 SUFFIX lp-pair-links-mpi ENV "LPSGD_LP_PAIR=1;LPSGD_TEST_LINKS=mpi" TIMEOUT 600)
 # MPI traffic through pinned host staging, as on a GPU without CUDA-aware MPI.
 lpsgd_mpi_test(test_collectives SOURCES ${comm_test_src} DEPS lpsgd_comm
   RANKS 3 SUFFIX staged ENV "LPSGD_RANKS_PER_NODE=2;LPSGD_TEST_STAGE_MPI=1" TIMEOUT 600)

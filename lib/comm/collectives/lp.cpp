@@ -19,10 +19,18 @@
 //                  out (MPI links deliver there directly) and forwards it outward.
 // The sum order is fixed by chain position, so every rank ends with the same
 // bits, run after run. At most W blocks are in flight per link direction.
+//
+// Allreduce of two ranks can share the reductions (LpPairAllreduce, below;
+// LPSGD_LP_PAIR=1): rank r is the centre of the blocks j with j % 2 == r, so
+// each rank reduces half the blocks (read 2, write 1) and copies the other
+// half (read 1, write 1), 2.5 memory passes per block where one centre makes 3.
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <memory>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "comm/collectives/factory.hpp"
 #include "comm/communicator.hpp"
@@ -285,9 +293,180 @@ class LpCollective final : public Collective {
   size_t b_sent_[2] = {0, 0};
 };
 
+// Allreduce of two ranks with the centre alternating by block. Block j's
+// centre (rank j % 2) receives the other rank's block j (a "partial"), writes
+// out_j = x0 + x1 (rank 0's block first, the order the single-centre LP uses)
+// and sends out_j back (a "final"). Each direction of the one link carries one
+// message per block, in a fixed order both ranks compute: the sender's
+// partials lead its finals by D = W/2 messages, then the two alternate; with
+// the receiver handling messages strictly in that order, every message waits
+// only for messages earlier in the other direction, so nothing deadlocks.
+class LpPairAllreduce final : public Collective {
+ public:
+  LpPairAllreduce(Communicator& c, const CollArgs& a, size_t block_bytes)
+      : Collective(c, a, Algo::Lp, block_bytes), dev_(c.device()) {
+    const Chain& ch = c.chain();
+    me_ = ch.pos();
+    link_ = me_ == 0 ? c.right_link() : c.left_link();
+    LPSGD_CHECK(link_, "LP allreduce of 2 ranks: no link to the other rank");
+    esize_ = dtype_size(a.dtype);
+    LPSGD_CHECK(block_bytes >= esize_ && block_bytes % esize_ == 0,
+                "LP block of " << block_bytes << " bytes is not a whole number of "
+                               << dtype_name(a.dtype) << " elements");
+    elems_ = block_bytes / esize_;
+    k_ = (a.count + elems_ - 1) / elems_;
+    in_ = static_cast<const char*>(a.in ? a.in : a.out);
+    out_ = static_cast<char*>(a.out);
+    LPSGD_CHECK(a.count == 0 || (in_ && out_), "allreduce: rank " << me_ << " needs buffers");
+    const size_t lead = std::max(1, link_->window() / 2);
+    tx_ = order(me_, lead);
+    rx_ = order(1 - me_, lead);
+    tx_pos_of_block_.assign(k_, 0);
+    for (size_t t = 0; t < tx_.size(); ++t) tx_pos_of_block_[tx_[t].block] = t;
+    reduced_.assign(k_, 0);
+  }
+
+ private:
+  struct Msg {
+    size_t block;
+    bool final;  // the sender's finished block, else its own input for the receiver to reduce
+  };
+  // The messages rank r sends, in order: partials of the other rank's blocks
+  // lead its finals (its own blocks) by `lead`, then the two alternate.
+  std::vector<Msg> order(int r, size_t lead) const {
+    std::vector<Msg> m;
+    size_t own = static_cast<size_t>(r), other = static_cast<size_t>(1 - r);  // next block of each kind
+    size_t partials = 0;
+    while (own < k_ || other < k_) {
+      const bool partial_due = partials < lead || m.empty() || m.back().final;
+      if (other < k_ && (partial_due || own >= k_)) {
+        m.push_back({other, false});
+        other += 2;
+        ++partials;
+      } else {
+        m.push_back({own, true});
+        own += 2;
+      }
+    }
+    return m;
+  }
+  size_t block_elems(size_t j) const { return std::min(elems_, args_.count - j * elems_); }
+  size_t block_bytes_of(size_t j) const { return block_elems(j) * esize_; }
+  const char* in_block(size_t j) const { return in_ + j * elems_ * esize_; }
+  char* out_block(size_t j) const { return out_ + j * elems_ * esize_; }
+
+  void on_start() override {
+    tx_base_ = link_->tx_base();
+    rx_base_ = link_->rx_base();
+  }
+
+  bool on_progress(bool& moved) override {
+    for (bool again = true; again;) {
+      again = false;
+      // Receives, W ahead, in order. A final lands in out_j, which may be my
+      // input: only once my partial of block j has left.
+      while (posted_ < rx_.size() && link_->can_recv(rx_base_ + posted_)) {
+        const Msg& m = rx_[posted_];
+        if (m.final && !link_->send_done(tx_base_ + tx_pos_of_block_[m.block])) break;
+        link_->post_recv(rx_base_ + posted_, block_bytes_of(m.block),
+                         m.final ? out_block(m.block) : nullptr);
+        ++posted_;
+        again = true;
+      }
+      // Arrived messages, in order.
+      while (handled_ < posted_) {
+        const Msg& m = rx_[handled_];
+        const void* d = link_->test_recv(rx_base_ + handled_);
+        if (!d) break;
+        const size_t j = m.block, n = block_elems(j);
+        if (m.final) {
+          if (d != out_block(j)) dev_.copy(out_block(j), d, block_bytes_of(j));
+        } else {
+          // I am block j's centre: out = x0 + x1 (an average scales in the same pass).
+          const void* a = me_ == 0 ? in_block(j) : d;
+          const void* b = me_ == 0 ? d : in_block(j);
+          if (args_.op == ReduceOp::Avg)
+            dev_.reduce_add_scale(args_.dtype, out_block(j), a, b, 0.5, n);
+          else
+            dev_.reduce_add(args_.dtype, out_block(j), a, b, n);
+          reduced_[j] = 1;
+        }
+        link_->release_recv(rx_base_ + handled_);
+        ++handled_;
+        again = true;
+      }
+      // Sends, in order: my input for the other rank's blocks, my finished blocks.
+      while (sent_ < tx_.size()) {
+        const Msg& m = tx_[sent_];
+        if (m.final && !reduced_[m.block]) break;
+        if (!link_->can_send(tx_base_ + sent_)) break;
+        link_->post_send(tx_base_ + sent_, m.final ? out_block(m.block) : in_block(m.block),
+                         block_bytes_of(m.block));
+        ++sent_;
+        again = true;
+      }
+      moved |= again;
+    }
+    if (handled_ < rx_.size() || sent_ < tx_.size()) return false;
+    // Every send must have left before the caller may touch the buffers.
+    const size_t W = static_cast<size_t>(link_->window());
+    for (size_t t = tx_.size() > W ? tx_.size() - W : 0; t < tx_.size(); ++t)
+      if (!link_->send_done(tx_base_ + t)) return false;
+    if (!advanced_) {
+      link_->advance(tx_.size(), rx_.size());
+      advanced_ = true;
+    }
+    return true;
+  }
+
+  std::string waiting_for() const override {
+    std::ostringstream os;
+    const char* side = me_ == 0 ? "right" : "left";
+    if (handled_ < rx_.size()) {
+      const Msg& m = rx_[handled_];
+      os << (m.final ? "finished block " : "input of block ") << m.block << " from rank "
+         << link_->peer() << " (" << side << " neighbour)";
+      if (sent_ < tx_.size()) os << " or a free slot towards it";
+    } else if (sent_ < tx_.size()) {
+      os << "a free slot towards rank " << link_->peer() << " (" << side << " neighbour)";
+    } else {
+      os << "outstanding sends of the last blocks to rank " << link_->peer();
+    }
+    return os.str();
+  }
+
+  Device& dev_;
+  Link* link_ = nullptr;
+  int me_ = 0;
+  size_t esize_ = 4, elems_ = 1, k_ = 0;
+  const char* in_ = nullptr;
+  char* out_ = nullptr;
+  std::vector<Msg> tx_, rx_;
+  std::vector<size_t> tx_pos_of_block_;
+  std::vector<char> reduced_;
+  uint64_t tx_base_ = 0, rx_base_ = 0;
+  size_t posted_ = 0, handled_ = 0, sent_ = 0;
+  bool advanced_ = false;
+};
+
 }  // namespace
 
+bool lp_shares_reductions(CollKind kind, int P) {
+  // Off unless LPSGD_LP_PAIR=1: on the 2-core VMs measured so far, whose two
+  // cores share one memory bus, it was 5-10% slower than one centre (both
+  // ranks then read and write as much in total, and the fixed message order
+  // couples the ranks more tightly); it should pay where each core, not the
+  // bus, limits a rank's passes over memory. docs/collectives.md has the runs.
+  static const bool pair = [] {
+    const char* v = std::getenv("LPSGD_LP_PAIR");
+    return v && std::string(v) == "1";
+  }();
+  return pair && kind == CollKind::Allreduce && P == 2;
+}
+
 std::unique_ptr<Collective> make_lp(Communicator& c, const CollArgs& a, size_t block_bytes) {
+  if (lp_shares_reductions(a.kind, c.chain().size()))
+    return std::make_unique<LpPairAllreduce>(c, a, block_bytes);
   return std::make_unique<LpCollective>(c, a, block_bytes);
 }
 
