@@ -19,6 +19,7 @@ PACKAGES=(
   dataset-fashion-mnist
   python3-h5py python3-matplotlib python3-numpy
   shellcheck
+  iproute2 hostname
 )
 
 missing=()

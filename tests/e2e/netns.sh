@@ -16,6 +16,7 @@
 set -u
 LPSGD=$1
 here=$(dirname "$0")
+# shellcheck source=lib.sh
 source "$here/lib.sh"
 root=$(cd "$here/../.." && pwd)
 export LPSGD_NETNS_PREFIX=lpsgdt
@@ -24,8 +25,16 @@ read -r -a MPI_FLAGS <<<"${MPIEXEC_FLAGS:-}"
 tmp=$(mktemp -d)
 trap '$C down >/dev/null 2>&1; rm -rf "$tmp"' EXIT
 
-if [[ $(id -u) -ne 0 ]] || ! command -v ip >/dev/null || ! ip netns add lpsgdt-probe 2>/dev/null; then
+# What the cluster needs of the kernel: namespaces, veth pairs, tbf.
+if [[ $(id -u) -ne 0 ]] || ! command -v ip >/dev/null || ! command -v tc >/dev/null ||
+   ! ip netns add lpsgdt-probe 2>/dev/null; then
   echo "SKIP: network namespaces cannot be made here (needs root and iproute2)"
+  exit 0
+fi
+if ! ip netns exec lpsgdt-probe ip link add pa type veth peer name pb 2>/dev/null ||
+   ! ip netns exec lpsgdt-probe tc qdisc add dev pa root tbf rate 1gbit burst 32k latency 100ms 2>/dev/null; then
+  ip netns del lpsgdt-probe
+  echo "SKIP: this kernel cannot make veth links or tbf queues in a namespace"
   exit 0
 fi
 ip netns del lpsgdt-probe
@@ -108,6 +117,7 @@ $C link 2 rate 1gbit >/dev/null
 # Each rank's stderr is also kept in a file on its node: node 1 is cut off, so
 # what its rank says cannot reach the launcher.
 mkdir -p "$tmp/err"
+# shellcheck disable=SC2016  # $@ and the rank expand in the rank's shell
 run -- bash -c 'exec "$@" 2> >(tee "'"$tmp"'/err/rank.$OMPI_COMM_WORLD_RANK" >&2)' _ \
   "$LPSGD" bench --op allreduce --algo lp -b 4M -e 4M -n 100000 -w 1 --comm-timeout 5 \
   </dev/null >"$tmp/down.out" 2>&1 &
@@ -121,7 +131,7 @@ rc=$? took=$SECONDS
 # its last unanswered message); wait for it, at most 30 s.
 left_in_nodes() {
   for n in $(ip netns list | awk '{print $1}' | grep '^lpsgdt-n'); do ip netns pids "$n"; done |
-    xargs -r ps -o stat=,comm= -p 2>/dev/null | grep -v '^Z' | wc -l
+    xargs -r ps -o stat=,comm= -p 2>/dev/null | grep -vc '^Z'
 }
 for ((gone = 0; gone < 30; gone++)); do
   left=$(left_in_nodes)
