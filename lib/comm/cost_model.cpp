@@ -10,7 +10,6 @@
 #include <sstream>
 
 #include "comm/chain.hpp"
-#include "comm/collectives/factory.hpp"
 #include "core/error.hpp"
 
 namespace lpsgd::comm {
@@ -42,6 +41,19 @@ int centre_sides(CollKind kind, int P, int root) {
   return (c > 0 ? 1 : 0) + (c < P - 1 ? 1 : 0);
 }
 }  // namespace
+
+bool lp_shares_reductions(CollKind kind, int P) {
+  // Off unless LPSGD_LP_PAIR=1: on the 2-core VMs measured so far, whose two
+  // cores share one memory bus, it was 5-10% slower than one centre (both
+  // ranks then read and write as much in total, and the fixed message order
+  // couples the ranks more tightly); it should pay where each core, not the
+  // bus, limits a rank's passes over memory. docs/collectives.md has the runs.
+  static const bool pair = [] {
+    const char* v = std::getenv("LPSGD_LP_PAIR");
+    return v && std::string(v) == "1";
+  }();
+  return pair && kind == CollKind::Allreduce && P == 2;
+}
 
 LinkMix LinkMix::of(const Chain& c) {
   // The same answer on every rank, so that `auto` resolves identically.

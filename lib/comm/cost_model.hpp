@@ -105,4 +105,9 @@ class CostModel {
 /// Does `algo` implement `kind`? (ring: allreduce only.)
 bool supports(Algo algo, CollKind kind);
 
+/// Whether LP runs this collective with the centre alternating by block
+/// between two ranks (allreduce of 2 ranks, LPSGD_LP_PAIR=1), which halves
+/// each rank's reductions; the collective and the model both ask.
+bool lp_shares_reductions(CollKind kind, int P);
+
 }  // namespace lpsgd::comm

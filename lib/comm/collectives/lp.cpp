@@ -26,14 +26,13 @@
 // half (read 1, write 1), 2.5 memory passes per block where one centre makes 3.
 #include <algorithm>
 #include <array>
-#include <cstdlib>
 #include <memory>
 #include <sstream>
-#include <string>
 #include <vector>
 
 #include "comm/collectives/factory.hpp"
 #include "comm/communicator.hpp"
+#include "comm/cost_model.hpp"
 #include "core/error.hpp"
 
 namespace lpsgd::comm {
@@ -450,19 +449,6 @@ class LpPairAllreduce final : public Collective {
 };
 
 }  // namespace
-
-bool lp_shares_reductions(CollKind kind, int P) {
-  // Off unless LPSGD_LP_PAIR=1: on the 2-core VMs measured so far, whose two
-  // cores share one memory bus, it was 5-10% slower than one centre (both
-  // ranks then read and write as much in total, and the fixed message order
-  // couples the ranks more tightly); it should pay where each core, not the
-  // bus, limits a rank's passes over memory. docs/collectives.md has the runs.
-  static const bool pair = [] {
-    const char* v = std::getenv("LPSGD_LP_PAIR");
-    return v && std::string(v) == "1";
-  }();
-  return pair && kind == CollKind::Allreduce && P == 2;
-}
 
 std::unique_ptr<Collective> make_lp(Communicator& c, const CollArgs& a, size_t block_bytes) {
   if (lp_shares_reductions(a.kind, c.chain().size()))
