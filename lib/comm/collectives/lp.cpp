@@ -38,24 +38,41 @@
 namespace lpsgd::comm {
 namespace {
 
-class LpCollective final : public Collective {
- public:
-  LpCollective(Communicator& c, const CollArgs& a, size_t block_bytes)
-      : Collective(c, a, Algo::Lp, block_bytes), dev_(c.device()) {
-    const Chain& ch = c.chain();
-    P_ = ch.size();
-    pos_ = ch.pos();
-    esize_ = dtype_size(a.dtype);
+// What every LP collective shares: the message cut into k blocks of `elems_`
+// elements, and where block j lies in the input and the output.
+class LpBlocks : public Collective {
+ protected:
+  LpBlocks(Communicator& c, const CollArgs& a, size_t block_bytes)
+      : Collective(c, a, Algo::Lp, block_bytes), dev_(c.device()), esize_(dtype_size(a.dtype)) {
     LPSGD_CHECK(block_bytes >= esize_ && block_bytes % esize_ == 0,
                 "LP block of " << block_bytes << " bytes is not a whole number of "
                                << dtype_name(a.dtype) << " elements");
     elems_ = block_bytes / esize_;
     k_ = (a.count + elems_ - 1) / elems_;
+    in_ = static_cast<const char*>(a.in ? a.in : a.out);
+    out_ = static_cast<char*>(a.out);
+  }
+  size_t block_elems(size_t j) const { return std::min(elems_, args_.count - j * elems_); }
+  size_t block_bytes_of(size_t j) const { return block_elems(j) * esize_; }
+  const char* in_block(size_t j) const { return in_ + j * elems_ * esize_; }
+  char* out_block(size_t j) const { return out_ + j * elems_ * esize_; }
+
+  Device& dev_;
+  size_t esize_ = 4, elems_ = 1, k_ = 0;
+  const char* in_ = nullptr;
+  char* out_ = nullptr;
+};
+
+class LpCollective final : public LpBlocks {
+ public:
+  LpCollective(Communicator& c, const CollArgs& a, size_t block_bytes)
+      : LpBlocks(c, a, block_bytes) {
+    const Chain& ch = c.chain();
+    P_ = ch.size();
+    pos_ = ch.pos();
     center_ = a.kind == CollKind::Allreduce ? (P_ - 1) / 2 : a.root;
     reduce_ = a.kind != CollKind::Bcast;
     bcast_ = a.kind != CollKind::Reduce;
-    in_ = static_cast<const char*>(a.in ? a.in : a.out);
-    out_ = static_cast<char*>(a.out);
     if (a.kind == CollKind::Reduce && pos_ != center_) out_ = nullptr;  // not written
     LPSGD_CHECK(!(pos_ == center_ || bcast_) || out_ || a.count == 0,
                 coll_name(a.kind) << ": rank " << pos_ << " needs an output buffer");
@@ -76,10 +93,6 @@ class LpCollective final : public Collective {
   }
 
  private:
-  size_t block_elems(size_t j) const { return std::min(elems_, args_.count - j * elems_); }
-  size_t block_bytes_of(size_t j) const { return block_elems(j) * esize_; }
-  const char* in_block(size_t j) const { return in_ + j * elems_ * esize_; }
-  char* out_block(size_t j) const { return out_ + j * elems_ * esize_; }
   uint64_t o_rx(int o, size_t j) const { return rx_base_o_[o] + j; }
   uint64_t o_tx(int o, size_t j) const { return tx_base_o_[o] + j; }
   uint64_t i_rx(size_t j) const { return rx_base_i_ + j; }
@@ -276,12 +289,8 @@ class LpCollective final : public Collective {
     return os.str();
   }
 
-  Device& dev_;
   int P_ = 1, pos_ = 0, center_ = 0;
-  size_t esize_ = 4, elems_ = 1, k_ = 0;
   bool reduce_ = false, bcast_ = false, advanced_ = false;
-  const char* in_ = nullptr;
-  char* out_ = nullptr;
   std::array<Link*, 2> outer_{nullptr, nullptr};
   Link* inner_ = nullptr;
   uint64_t rx_base_o_[2] = {0, 0}, tx_base_o_[2] = {0, 0};
@@ -300,22 +309,13 @@ class LpCollective final : public Collective {
 // partials lead its finals by D = W/2 messages, then the two alternate; with
 // the receiver handling messages strictly in that order, every message waits
 // only for messages earlier in the other direction, so nothing deadlocks.
-class LpPairAllreduce final : public Collective {
+class LpPairAllreduce final : public LpBlocks {
  public:
   LpPairAllreduce(Communicator& c, const CollArgs& a, size_t block_bytes)
-      : Collective(c, a, Algo::Lp, block_bytes), dev_(c.device()) {
-    const Chain& ch = c.chain();
-    me_ = ch.pos();
+      : LpBlocks(c, a, block_bytes) {
+    me_ = c.chain().pos();
     link_ = me_ == 0 ? c.right_link() : c.left_link();
     LPSGD_CHECK(link_, "LP allreduce of 2 ranks: no link to the other rank");
-    esize_ = dtype_size(a.dtype);
-    LPSGD_CHECK(block_bytes >= esize_ && block_bytes % esize_ == 0,
-                "LP block of " << block_bytes << " bytes is not a whole number of "
-                               << dtype_name(a.dtype) << " elements");
-    elems_ = block_bytes / esize_;
-    k_ = (a.count + elems_ - 1) / elems_;
-    in_ = static_cast<const char*>(a.in ? a.in : a.out);
-    out_ = static_cast<char*>(a.out);
     LPSGD_CHECK(a.count == 0 || (in_ && out_), "allreduce: rank " << me_ << " needs buffers");
     const size_t lead = std::max(1, link_->window() / 2);
     tx_ = order(me_, lead);
@@ -349,10 +349,6 @@ class LpPairAllreduce final : public Collective {
     }
     return m;
   }
-  size_t block_elems(size_t j) const { return std::min(elems_, args_.count - j * elems_); }
-  size_t block_bytes_of(size_t j) const { return block_elems(j) * esize_; }
-  const char* in_block(size_t j) const { return in_ + j * elems_ * esize_; }
-  char* out_block(size_t j) const { return out_ + j * elems_ * esize_; }
 
   void on_start() override {
     tx_base_ = link_->tx_base();
@@ -434,12 +430,8 @@ class LpPairAllreduce final : public Collective {
     return os.str();
   }
 
-  Device& dev_;
   Link* link_ = nullptr;
   int me_ = 0;
-  size_t esize_ = 4, elems_ = 1, k_ = 0;
-  const char* in_ = nullptr;
-  char* out_ = nullptr;
   std::vector<Msg> tx_, rx_;
   std::vector<size_t> tx_pos_of_block_;
   std::vector<char> reduced_;
