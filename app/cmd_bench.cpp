@@ -90,7 +90,7 @@ std::string json_row(const Row& r) {
 
 int run_bench(int argc, char** argv) {
   namespace po = cli::po;
-  std::string ops_s, algos_s, min_s, max_s, dtype_s, block_s, links_s, json_path, csv_path, calib,
+  std::string ops_s, algos_s, min_s, max_s, sizes_s, dtype_s, block_s, links_s, json_path, csv_path, calib,
       device_s;
   double factor = 2, timeout = 300;
   int iters = 20, warmup = 5, root = 0, window = 4, rpn = 0;
@@ -98,10 +98,11 @@ int run_bench(int argc, char** argv) {
   po::options_description desc("lpsgd bench options");
   desc.add_options()
     ("op", po::value(&ops_s)->default_value("allreduce"), "collectives: bcast,reduce,allreduce")
-    ("algo", po::value(&algos_s)->default_value("lp,mpi"), "algorithms: lp,mst,be,ring,mpi,auto")
+    ("algo", po::value(&algos_s)->default_value("lp,mpi"), "algorithms: lp,tree,mst,be,ring,mpi,auto")
     ("minbytes,b", po::value(&min_s)->default_value("1M"), "smallest message (K/M/G suffixes)")
     ("maxbytes,e", po::value(&max_s)->default_value("64M"), "largest message")
     ("stepfactor,f", po::value(&factor)->default_value(4), "size multiplier between rows")
+    ("sizes", po::value(&sizes_s), "message sizes as a list (e.g. 64K,1M,16M), instead of -b/-e/-f")
     ("iters,n", po::value(&iters)->default_value(20), "timed iterations per row")
     ("warmup,w", po::value(&warmup)->default_value(5), "untimed iterations per row, spread over its phases (each phase at least one)")
     ("root", po::value(&root)->default_value(0), "root (chain position) for bcast and reduce")
@@ -134,8 +135,22 @@ int run_bench(int argc, char** argv) {
   cli::require_range("window", window, 1, 16);
   cli::require_range("root", root, 0, world - 1);
   if (!(factor > 1)) LPSGD_USAGE_ERROR("--stepfactor must be > 1, got " << factor);
-  const uint64_t min_bytes = cli::parse_bytes(min_s), max_bytes = cli::parse_bytes(max_s);
+  uint64_t min_bytes = cli::parse_bytes(min_s), max_bytes = cli::parse_bytes(max_s);
   if (min_bytes > max_bytes) LPSGD_USAGE_ERROR("--minbytes " << min_s << " exceeds --maxbytes " << max_s);
+  std::vector<uint64_t> sizes;
+  if (!sizes_s.empty()) {
+    for (auto& s : cli::split_list(sizes_s)) sizes.push_back(cli::parse_bytes(s));
+    if (sizes.empty()) LPSGD_USAGE_ERROR("--sizes needs at least one size");
+    std::sort(sizes.begin(), sizes.end());
+    min_bytes = sizes.front();
+    max_bytes = sizes.back();
+  } else {
+    for (uint64_t b = min_bytes;;) {
+      sizes.push_back(b);
+      if (b >= max_bytes) break;
+      b = std::min<uint64_t>(max_bytes, static_cast<uint64_t>(std::ceil(static_cast<double>(b) * factor)));
+    }
+  }
   const DType dtype = parse_dtype(dtype_s);
   const size_t esize = dtype_size(dtype);
   const size_t block = block_s == "auto" ? 0 : cli::parse_bytes(block_s);
@@ -236,7 +251,7 @@ int run_bench(int argc, char** argv) {
                 "op", "root", "algo", "block", "time(us)", "algbw", "busbw", "#wrong", "pred(us)");
   }
   std::vector<Row> rows;
-  for (uint64_t bytes = min_bytes;;) {
+  for (const uint64_t bytes : sizes) {
     const size_t count = bytes / esize;
     for (CollKind kind : ops) {
       const int r = kind == CollKind::Allreduce ? 0 : root;
@@ -344,8 +359,6 @@ int run_bench(int argc, char** argv) {
         }
       }
     }
-    if (bytes >= max_bytes) break;
-    bytes = std::min<uint64_t>(max_bytes, static_cast<uint64_t>(std::ceil(static_cast<double>(bytes) * factor)));
   }
 
   uint64_t total_wrong = 0;

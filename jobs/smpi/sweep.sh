@@ -3,8 +3,8 @@
 # (P, collective) timing each algorithm once, rows merged into
 # DIR/results.json, time-vs-P plots drawn by jobs/plot/bench.py into DIR/.
 #
-#   jobs/smpi/sweep.sh [--ranks 2,4,...,1024] [--bytes 64M] [--op bcast,reduce,allreduce]
-#                      [--algo lp,mst,be,ring] [--platform FILE] [--out DIR]
+#   jobs/smpi/sweep.sh [--ranks 2,4,...,1024] [--bytes 64M[,...]] [--op bcast,reduce,allreduce]
+#                      [--algo lp,tree,mst,be,ring,auto] [--platform FILE] [--out DIR]
 #                      [--gamma S_PER_BYTE] [--build DIR]
 #
 # Defaults: P = 2, 4, ..., 1024, 64 MiB float sum, all three collectives, the
@@ -156,7 +156,7 @@ for cfg in "${configs[@]}"; do
        --cfg=smpi/simulate-computation:no --cfg=smpi/test:0 --cfg=smpi/send-is-detached-thresh:0 \
        --cfg=smpi/coll-selector:ompi \
        --cfg=smpi/shared-malloc-blocksize:67108864 --log=root.thres:warning \
-       "$bench" --op "$op" --algo "$algo" -b "$bytes" -e "$bytes" -n 1 -w 0 --window 1 \
+       "$bench" --op "$op" --algo "$algo" --sizes "$bytes" -n 1 -w 0 --window 1 \
        --block auto --shared-buffers --calibration "$calib" --comm-timeout 1e9 \
        --json "$row.tmp" >"$out/logs/$name.log" 2>&1 </dev/null && [[ -s $row.tmp ]]; then
     mv "$row.tmp" "$row"

@@ -56,6 +56,7 @@ Communicator::~Communicator() {
     if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
   links_[0].reset();
   links_[1].reset();
+  tree_links_.clear();
   builder_.reset();
   for (MPI_Comm* c : {&ctrl_comm_, &p2p_comm_, &link_comm_})
     if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
@@ -109,8 +110,23 @@ void Communicator::send_notice(int side, const std::string& text) {
 void Communicator::pending_requests(std::vector<MPI_Request*>& out) {
   for (const auto& L : links_)
     if (L) L->pending_requests(out);
+  for (const auto& [key, L] : tree_links_) L->pending_requests(out);
   for (auto& r : notice_req_)
     if (r != MPI_REQUEST_NULL) out.push_back(&r);
+}
+
+Link* Communicator::tree_link(int t, int peer) {
+  LPSGD_CHECK(t == 0 || t == 1, "tree " << t << " (the double tree has trees 0 and 1)");
+  LPSGD_CHECK(peer >= 0 && peer < size() && peer != rank(), "tree link to rank " << peer);
+  std::unique_ptr<Link>& L = tree_links_[{t, peer}];
+  if (!L) {
+    // On the chain links' communicator, with tags of its own: 11 + 2t travels
+    // from the lower rank to the higher, 12 + 2t back.
+    const int up = 11 + 2 * t, down = 12 + 2 * t;
+    const bool lower = rank() < peer;
+    L = builder_->make_mpi(link_comm_, peer, lower ? up : down, lower ? down : up);
+  }
+  return L.get();
 }
 
 void* Communicator::scratch(int which, size_t bytes) {
@@ -144,9 +160,10 @@ std::pair<Algo, size_t> Communicator::resolve(Algo algo, const CollArgs& args,
   const size_t esize = dtype_size(args.dtype);
   const size_t n = args.count * esize;
   if (algo == Algo::Auto) algo = model_.best_algo(args.kind, n, size(), args.root, *chain_);
-  if (algo != Algo::Lp) return {algo, 0};
+  if (!uses_blocks(algo)) return {algo, 0};
   size_t b = block_bytes ? block_bytes
-                         : static_cast<size_t>(model_.best_block(args.kind, n, size(), args.root, *chain_));
+                         : static_cast<size_t>(model_.best_block(algo, args.kind, n, size(), args.root,
+                                                                 LinkMix::of(*chain_)));
   b = std::min(b, opts_.slot_bytes);
   b = std::max(esize, b / esize * esize);
   return {algo, b};

@@ -18,6 +18,7 @@
 #include <mpi.h>
 
 #include <array>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -83,6 +84,9 @@ class Communicator {
   // ---- for collectives ---------------------------------------------------------
   Link* left_link() const { return links_[0].get(); }
   Link* right_link() const { return links_[1].get(); }
+  /// The link to `peer` in tree t (0 or 1) of the pipelined tree: an MPI link
+  /// of its own (also inside a node), made on first use.
+  Link* tree_link(int t, int peer);
   MPI_Comm ctrl_comm() const { return ctrl_comm_; }  ///< signatures and error notices
   MPI_Comm p2p_comm() const { return p2p_comm_; }    ///< baselines' messages
   void* scratch(int which, size_t bytes);            ///< which: 0 or 1
@@ -125,6 +129,7 @@ class Communicator {
   MPI_Comm ctrl_comm_ = MPI_COMM_NULL, p2p_comm_ = MPI_COMM_NULL, link_comm_ = MPI_COMM_NULL;
   std::unique_ptr<LinkBuilder> builder_;        // owns what the links share
   std::array<std::unique_ptr<Link>, 2> links_;  // [0] left, [1] right
+  std::map<std::pair<int, int>, std::unique_ptr<Link>> tree_links_;  // (tree, peer)
   CostModel model_;
   std::array<DeviceBuffer, 2> scratch_;
   std::vector<DeviceBuffer> owned_;  // alloc_shared() where there is no shared window

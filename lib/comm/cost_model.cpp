@@ -40,6 +40,15 @@ int centre_sides(CollKind kind, int P, int root) {
   const int c = kind == CollKind::Allreduce ? (P - 1) / 2 : root;
   return (c > 0 ? 1 : 0) + (c < P - 1 ? 1 : 0);
 }
+// Pipelined double binary tree (collectives/tree.cpp) on P ranks: the levels
+// of each tree below its root, D = ⌊log₂Q⌋, Q = P − 1 ranks below a bcast or
+// reduce root, P in an allreduce.
+int tree_levels(CollKind kind, int P) {
+  const int Q = kind == CollKind::Allreduce ? P : P - 1;
+  int d = 0;
+  while ((2 << d) <= Q) ++d;
+  return d;
+}
 }  // namespace
 
 bool lp_shares_reductions(CollKind kind, int P) {
@@ -163,6 +172,8 @@ double CostModel::predict(Algo algo, CollKind kind, double n, int P, int root, d
       const double hop = lp_alpha(mix) + b * (lp_beta(mix) + (kind == CollKind::Bcast ? 0.0 : g));
       return lp_startup(kind, P, root, mix) * hop + k * lp_period(kind, P, root, b, mix);
     }
+    case Algo::Tree:
+      return tree_time(kind, n, P, std::max(1.0, std::min(block, n / 2)), mix);
     case Algo::Mst: {
       // One node: every message is a copy through the shared memory, so the
       // P − 1 messages' bytes add up instead of overlapping in log P rounds.
@@ -188,6 +199,65 @@ double CostModel::predict(Algo algo, CollKind kind, double n, int P, int root, d
   }
 }
 
+// Pipelined double binary tree. Each tree carries n/2 in k = ⌈n/2b⌉ blocks.
+// A rank is inner in one tree: it takes a block from each tree's parent and
+// sends two to its children per step, so its NIC moves 2b each way per step
+// (c = 2); in an allreduce the reduce and broadcast waves overlap and it moves
+// 4b (c = 4): the bandwidth term is nβ (bcast, reduce) or 2nβ (allreduce),
+// the chain's. The fill is S hops, S = D + 1 (root to the deepest leaf) or 2D
+// (an allreduce: up and back down), each a block sent to two children at once.
+// T = S·h + (k − 1)·p, h = α + 2b(β + γ'), p = α + c·bβ (+ 2bγ per reduction
+// step, overlapped when W ≥ 2), γ' = γ where the hop ends in a reduction.
+// On one node the ranks' copies share one memory (×P, as for BE and ring); on
+// a ring network a tree's edges span up to Q/2 links, which their flows share
+// (×D, and α per link crossed).
+double CostModel::tree_time(CollKind kind, double n, int P, double b, LinkMix mix) const {
+  if (P <= 1 || n <= 0) return 0.0;
+  const int D = tree_levels(kind, P);
+  const bool all = kind == CollKind::Allreduce;
+  const double S = all ? 2.0 * D : D + 1.0;
+  double beta = beta_mpi, a_hop = alpha_mpi, a_fill = alpha_mpi;
+  if (mix.shm && !mix.mpi) beta *= P;
+  if (mpi_neighbour_links) {
+    beta *= std::max(1, D);
+    a_fill = alpha_mpi * (P - 1.0) / std::max(1.0, S);  // the fill crosses ~P links in all
+  }
+  const double g = kind == CollKind::Bcast ? 0.0 : gamma;
+  const double k = std::ceil(n / 2 / b);
+  const double h = a_fill + 2 * b * (beta + g);
+  // Blocks through the busiest NIC per step: an allreduce rank inner in one
+  // tree with a parent there takes 2 partials and 1 result and sends 1 partial
+  // and 2 results, and 1 of each as a leaf of the other tree; with Q < 4 no
+  // inner rank has both a parent and two children.
+  const int Q = all ? P : P - 1;
+  const double c = all ? (Q >= 4 ? 4 : Q) : 2;
+  const double link = a_hop + c * b * beta, compute = 2 * b * g;
+  const double p = window > 1 ? std::max(link, compute) : link + compute;
+  return S * h + (k - 1) * p;
+}
+
+double CostModel::best_block(Algo algo, CollKind kind, double n, int P, int root, LinkMix mix) const {
+  if (algo != Algo::Tree) return best_block(kind, n, P, root, mix);
+  if (n <= 0) return 1;
+  // Minimising S·h + k·α over b: b* = √(nα / (4S(β + γ'))), searched around
+  // it since the per-rank loads differ between fill and steady state.
+  const int D = tree_levels(kind, P);
+  const double S = kind == CollKind::Allreduce ? 2.0 * D : D + 1.0;
+  const double per_byte = beta_mpi + (kind == CollKind::Bcast ? 0.0 : gamma);
+  double b0 = std::sqrt(n * alpha_mpi / (4 * S * per_byte));
+  b0 = std::min(std::max(b0, 64.0), std::max(64.0, n / 2));
+  double best = b0, best_t = tree_time(kind, n, P, b0, mix);
+  for (double f = 0.25; f <= 4.0; f *= 1.189207) {
+    const double b = std::min(std::max(b0 * f, 64.0), std::max(64.0, n / 2));
+    const double t = tree_time(kind, n, P, b, mix);
+    if (t < best_t) {
+      best_t = t;
+      best = b;
+    }
+  }
+  return best;
+}
+
 double CostModel::best_block(CollKind kind, double n, int P, int root, LinkMix mix) const {
   const double S = lp_startup(kind, P, root, mix);
   if (n <= 0) return 1;
@@ -199,8 +269,8 @@ double CostModel::best_block(CollKind kind, double n, int P, int root, LinkMix m
 Algo CostModel::best_algo(CollKind kind, double n, int P, int root, LinkMix mix) const {
   Algo best = Algo::Lp;
   double best_t = std::numeric_limits<double>::infinity();
-  for (Algo a : {Algo::Lp, Algo::Mst, Algo::Be, Algo::Ring}) {
-    const double b = a == Algo::Lp ? best_block(kind, n, P, root, mix) : 0.0;
+  for (Algo a : {Algo::Lp, Algo::Tree, Algo::Mst, Algo::Be, Algo::Ring}) {
+    const double b = uses_blocks(a) ? best_block(a, kind, n, P, root, mix) : 0.0;
     const double t = predict(a, kind, n, P, root, b, mix);
     if (t < best_t) {
       best_t = t;

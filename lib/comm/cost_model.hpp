@@ -85,7 +85,9 @@ class CostModel {
                  LinkMix mix) const;
   /// LP's best block in bytes (not yet clamped to slots or element size).
   double best_block(CollKind kind, double n, int P, int root, LinkMix mix) const;
-  /// Cheapest of lp, mst, be, ring for this call.
+  /// The best block of a pipelined algorithm (lp or tree).
+  double best_block(Algo algo, CollKind kind, double n, int P, int root, LinkMix mix) const;
+  /// Cheapest of lp, tree, mst, be, ring for this call.
   Algo best_algo(CollKind kind, double n, int P, int root, LinkMix mix) const;
 
   // Overloads taking the chain itself.
@@ -100,6 +102,7 @@ class CostModel {
   double lp_alpha(LinkMix m) const;
   double lp_beta(LinkMix m) const;
   double lp_period(CollKind kind, int P, int root, double b, LinkMix m) const;
+  double tree_time(CollKind kind, double n, int P, double b, LinkMix m) const;
 };
 
 /// Does `algo` implement `kind`? (ring: allreduce only.)

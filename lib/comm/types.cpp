@@ -18,6 +18,7 @@ const char* coll_name(CollKind k) {
 const char* algo_name(Algo a) {
   switch (a) {
     case Algo::Lp: return "lp";
+    case Algo::Tree: return "tree";
     case Algo::Mst: return "mst";
     case Algo::Be: return "be";
     case Algo::Ring: return "ring";
@@ -47,12 +48,13 @@ CollKind parse_coll(const std::string& s) {
 
 Algo parse_algo(const std::string& s) {
   if (s == "lp") return Algo::Lp;
+  if (s == "tree") return Algo::Tree;
   if (s == "mst") return Algo::Mst;
   if (s == "be") return Algo::Be;
   if (s == "ring") return Algo::Ring;
   if (s == "mpi") return Algo::Mpi;
   if (s == "auto") return Algo::Auto;
-  LPSGD_USAGE_ERROR("unknown algorithm '" << s << "' (use lp, mst, be, ring, mpi or auto)");
+  LPSGD_USAGE_ERROR("unknown algorithm '" << s << "' (use lp, tree, mst, be, ring, mpi or auto)");
 }
 
 ReduceOp parse_op(const std::string& s) {

@@ -12,7 +12,7 @@
 namespace lpsgd::comm {
 
 enum class CollKind : uint8_t { Bcast = 0, Reduce = 1, Allreduce = 2 };
-enum class Algo : uint8_t { Lp = 0, Mst = 1, Be = 2, Ring = 3, Mpi = 4, Auto = 5 };
+enum class Algo : uint8_t { Lp = 0, Mst = 1, Be = 2, Ring = 3, Mpi = 4, Auto = 5, Tree = 6 };
 enum class ReduceOp : uint8_t { Sum = 0, Avg = 1 };
 /// How neighbours on one node talk: peer links (shared memory) or MPI everywhere.
 enum class LinksMode : uint8_t { Auto = 0, Mpi = 1 };
@@ -23,7 +23,9 @@ const char* algo_name(Algo a);
 const char* op_name(ReduceOp o);
 const char* link_kind_name(LinkKind k);
 CollKind parse_coll(const std::string& s);   // bcast, reduce, allreduce
-Algo parse_algo(const std::string& s);       // lp, mst, be, ring, mpi, auto
+Algo parse_algo(const std::string& s);       // lp, tree, mst, be, ring, mpi, auto
+/// Algorithms that cut the message into pipelined blocks (LP, tree).
+inline bool uses_blocks(Algo a) { return a == Algo::Lp || a == Algo::Tree; }
 ReduceOp parse_op(const std::string& s);     // sum, avg
 LinksMode parse_links(const std::string& s); // auto, mpi
 

@@ -236,7 +236,7 @@ void run(const Case& c) {
   }
 }
 
-const Algo kAlgos[] = {Algo::Lp, Algo::Mst, Algo::Be, Algo::Ring, Algo::Mpi, Algo::Auto};
+const Algo kAlgos[] = {Algo::Lp, Algo::Tree, Algo::Mst, Algo::Be, Algo::Ring, Algo::Mpi, Algo::Auto};
 const CollKind kKinds[] = {CollKind::Bcast, CollKind::Reduce, CollKind::Allreduce};
 const DType kTypes[] = {DType::F32, DType::F64, DType::I32};
 
@@ -257,8 +257,8 @@ TEST(Collectives, SmallCountsEveryRootDtypeOpAndPlacement) {
             for (int root = 0; root < (k == CollKind::Allreduce ? 1 : P); ++root)
               for (bool in_place : {false, true})
                 for (bool shared : {false, true}) {
-                  if (shared && algo != Algo::Lp) continue;  // only LP reads in place
-                  run({k, algo, t, op, root, n, in_place, algo == Algo::Lp ? b : 0, shared});
+                  if (shared && !uses_blocks(algo)) continue;  // LP reads them in place
+                  run({k, algo, t, op, root, n, in_place, uses_blocks(algo) ? b : 0, shared});
                   if (HasFatalFailure()) return;
                 }
           }
@@ -276,9 +276,9 @@ TEST(Collectives, LargeOddCountSampled) {
       const int root = k == CollKind::Allreduce ? 0 : (P - 1) / 2 + (algo == Algo::Lp ? 0 : P / 2);
       for (bool in_place : {false, true}) {
         // LP with a block that leaves a short last block, and W blocks in flight.
-        run({k, algo, DType::F32, ReduceOp::Sum, root % P, n, in_place, algo == Algo::Lp ? size_t(40000) : size_t(0)});
+        run({k, algo, DType::F32, ReduceOp::Sum, root % P, n, in_place, uses_blocks(algo) ? size_t(40000) : size_t(0)});
         if (HasFatalFailure()) return;
-        if (algo == Algo::Lp) {  // the same from shared buffers (zero copy on peer links)
+        if (uses_blocks(algo)) {  // the same from shared buffers (zero copy on peer links)
           run({k, algo, DType::F32, ReduceOp::Sum, root % P, n, in_place, size_t(40000), true});
           if (HasFatalFailure()) return;
         }
@@ -300,10 +300,10 @@ TEST(Collectives, BitwiseIdenticalOnEveryRankAndRun) {
   for (auto& x : input) x = r.normal();
   DeviceBuffer in(cm.device(), n * 4), d1(cm.device(), n * 4), d2(cm.device(), n * 4);
   to_device(in.data(), input);
-  for (Algo algo : {Algo::Lp, Algo::Mst, Algo::Be, Algo::Ring}) {
+  for (Algo algo : {Algo::Lp, Algo::Tree, Algo::Mst, Algo::Be, Algo::Ring}) {
     for (DeviceBuffer* out : {&d1, &d2}) {
       CollArgs a{CollKind::Allreduce, in.data(), out->data(), n, DType::F32, ReduceOp::Sum, 0};
-      cm.run(algo, a, algo == Algo::Lp ? 4 * 97 : 0);
+      cm.run(algo, a, uses_blocks(algo) ? 4 * 97 : 0);
     }
     const std::vector<float> out1 = to_host<float>(d1.data(), n), out2 = to_host<float>(d2.data(), n);
     ASSERT_EQ(0, std::memcmp(out1.data(), out2.data(), n * 4)) << algo_name(algo) << ": run to run";
@@ -322,7 +322,7 @@ TEST(Collectives, ProgressEngineDrivesQueuedCollectives) {
   const int P = cm.size();
   const size_t n = 1000;
   std::vector<DeviceBuffer> bufs;
-  for (size_t b = 0; b < 5; ++b) {
+  for (size_t b = 0; b < 6; ++b) {
     std::vector<int32_t> h(n);
     for (size_t i = 0; i < n; ++i) h[i] = static_cast<int32_t>(b + i % 3) + cm.rank();
     bufs.emplace_back(cm.device(), n * 4);
@@ -332,7 +332,8 @@ TEST(Collectives, ProgressEngineDrivesQueuedCollectives) {
   std::vector<std::unique_ptr<Collective>> hs;
   for (size_t b = 0; b < bufs.size(); ++b) {
     CollArgs a{CollKind::Allreduce, bufs[b].data(), bufs[b].data(), n, DType::I32, ReduceOp::Sum, 0};
-    hs.push_back(cm.create(b % 2 ? Algo::Mst : Algo::Lp, a, 4 * 7));
+    const Algo algo = b % 3 == 0 ? Algo::Lp : b % 3 == 1 ? Algo::Mst : Algo::Tree;
+    hs.push_back(cm.create(algo, a, 4 * 7));
     engine.submit(hs.back().get());
   }
   for (auto& h : hs) h->wait();

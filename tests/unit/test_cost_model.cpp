@@ -128,16 +128,59 @@ TEST(CostModel, BaselinesClosedForms) {
   EXPECT_TRUE(std::isnan(m.predict(Algo::Mpi, CollKind::Bcast, n, 4, 0, 0, kMpi)));
 }
 
-TEST(CostModel, AutoPicksLpForLargeAndATreeForTinyMessages) {
-  const CostModel m = model();
-  EXPECT_EQ(m.best_algo(CollKind::Bcast, 64.0 * 1024 * 1024, 256, 0, kMpi), Algo::Lp);
-  EXPECT_EQ(m.best_algo(CollKind::Reduce, 64.0 * 1024 * 1024, 64, 0, kMpi), Algo::Lp);
-  EXPECT_EQ(m.best_algo(CollKind::Allreduce, 64.0 * 1024 * 1024, 8, 0, LinkMix{true, false}), Algo::Lp);
+TEST(CostModel, AutoPicksByDepthAndLinks) {
+  const CostModel m = model();  // α, β of a 10 Gb/s switch
+  const double big = 64.0 * 1024 * 1024, mib = 1024.0 * 1024;
+  // Two ranks: nothing to pipeline against, LP (or anything) is nβ.
+  EXPECT_EQ(m.best_algo(CollKind::Bcast, big, 2, 0, kMpi), Algo::Lp);
+  // On a switch the tree's fill is log P hops, the chain's P: the tree wins
+  // once P is large, by far for 1 MiB (fill ≫ transfer for the chain).
+  EXPECT_EQ(m.best_algo(CollKind::Bcast, mib, 1024, 0, kMpi), Algo::Tree);
+  EXPECT_GT(m.predict(Algo::Lp, CollKind::Bcast, mib, 1024, 0, m.best_block(CollKind::Bcast, mib, 1024, 0, kMpi), kMpi),
+            2 * m.predict(Algo::Tree, CollKind::Bcast, mib, 1024, 0,
+                          m.best_block(Algo::Tree, CollKind::Bcast, mib, 1024, 0, kMpi), kMpi));
+  EXPECT_EQ(m.best_algo(CollKind::Reduce, big, 256, 0, kMpi), Algo::Tree);
+  // On one node, LP's peer links beat MPI copies.
+  EXPECT_EQ(m.best_algo(CollKind::Allreduce, big, 8, 0, LinkMix{true, false}), Algo::Lp);
   // Across nodes with one NIC each, an allreduce must move 2n(P−1)/P bytes
-  // through every NIC whatever the algorithm; LP's inner ranks carry 2n and
-  // its pipeline adds start-up, so bidirectional exchange is the cheaper one.
-  EXPECT_EQ(m.best_algo(CollKind::Allreduce, 64.0 * 1024 * 1024, 64, 0, kMpi), Algo::Be);
+  // through every NIC whatever the algorithm; LP's inner ranks and the
+  // tree's carry 2n and pipelines add start-up, so bidirectional exchange wins.
+  EXPECT_EQ(m.best_algo(CollKind::Allreduce, big, 64, 0, kMpi), Algo::Be);
   EXPECT_NE(m.best_algo(CollKind::Allreduce, 8, 64, 0, kMpi), Algo::Lp);
+  // A link per chain neighbour (a ring network): the tree's long edges share
+  // links, the chain never does: LP for large messages.
+  CostModel ring = model();
+  ring.mpi_neighbour_links = true;
+  EXPECT_EQ(ring.best_algo(CollKind::Bcast, big, 256, 0, kMpi), Algo::Lp);
+  EXPECT_EQ(ring.best_algo(CollKind::Allreduce, big, 256, 0, kMpi), Algo::Lp);
+}
+
+TEST(CostModel, TreeIsFillPlusSteps) {
+  const CostModel m = model();
+  const double a = 2e-6, b = 8e-10, g = 2e-10, blk = 100;
+  // Bcast, P = 8: Q = 7 ranks below the root, D = 2 levels, S = D + 1 = 3
+  // hops (each a block to two children at once), k = 1000/2/100 = 5 blocks
+  // per tree, two blocks per step through every busy NIC.
+  EXPECT_DOUBLE_EQ(m.predict(Algo::Tree, CollKind::Bcast, 1000, 8, 0, blk, kMpi),
+                   3 * (a + 2 * blk * b) + 4 * (a + 2 * blk * b));
+  // Reduce: the same with two reductions per block (W = 1: after the transfer).
+  EXPECT_DOUBLE_EQ(m.predict(Algo::Tree, CollKind::Reduce, 1000, 8, 0, blk, kMpi),
+                   3 * (a + 2 * blk * (b + g)) + 4 * (a + 2 * blk * b + 2 * blk * g));
+  // Allreduce, P = 8: D = 3, S = 2D = 6; an inner rank's NIC moves 4 blocks a step.
+  EXPECT_DOUBLE_EQ(m.predict(Algo::Tree, CollKind::Allreduce, 1000, 8, 0, blk, kMpi),
+                   6 * (a + 2 * blk * (b + g)) + 4 * (a + 4 * blk * b + 2 * blk * g));
+  // P = 2: each rank is one tree's root and the other's leaf: 2 blocks a step.
+  EXPECT_DOUBLE_EQ(m.predict(Algo::Tree, CollKind::Allreduce, 1000, 2, 0, blk, kMpi),
+                   2 * (a + 2 * blk * (b + g)) + 4 * (a + 2 * blk * b + 2 * blk * g));
+  EXPECT_DOUBLE_EQ(m.predict(Algo::Tree, CollKind::Bcast, 1000, 1, 0, blk, kMpi), 0.0);
+  // The best block is the prediction's minimum.
+  for (int P : {3, 64, 1024})
+    for (CollKind k : {CollKind::Bcast, CollKind::Allreduce}) {
+      const double n = 16.0 * 1024 * 1024, bb = m.best_block(Algo::Tree, k, n, P, 0, kMpi);
+      const double t = m.predict(Algo::Tree, k, n, P, 0, bb, kMpi);
+      EXPECT_LE(t, m.predict(Algo::Tree, k, n, P, 0, bb * 0.7, kMpi) * 1.001);
+      EXPECT_LE(t, m.predict(Algo::Tree, k, n, P, 0, bb * 1.4, kMpi) * 1.001);
+    }
 }
 
 TEST(CostModel, SaveAndLoadRoundTrip) {

@@ -12,6 +12,7 @@ std::unique_ptr<Collective> make_collective(Communicator& c, Algo algo, const Co
                                    << coll_name(a.kind) << " (ring: allreduce only)");
   switch (algo) {
     case Algo::Lp: return make_lp(c, a, block_bytes);
+    case Algo::Tree: return make_tree(c, a, block_bytes);
     case Algo::Mst: return make_mst(c, a);
     case Algo::Be: return make_be(c, a);
     case Algo::Ring: return make_ring(c, a);

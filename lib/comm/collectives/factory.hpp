@@ -10,6 +10,7 @@ namespace lpsgd::comm {
 class Communicator;
 
 std::unique_ptr<Collective> make_lp(Communicator& c, const CollArgs& a, size_t block_bytes);
+std::unique_ptr<Collective> make_tree(Communicator& c, const CollArgs& a, size_t block_bytes);
 std::unique_ptr<Collective> make_mst(Communicator& c, const CollArgs& a);
 std::unique_ptr<Collective> make_be(Communicator& c, const CollArgs& a);
 std::unique_ptr<Collective> make_ring(Communicator& c, const CollArgs& a);

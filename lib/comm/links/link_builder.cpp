@@ -55,9 +55,13 @@ std::unique_ptr<Link> LinkBuilder::make(int side) {
   }
   const int tag_out = side == 0 ? kTagDataLeftwards : kTagDataRightwards;
   const int tag_in = side == 0 ? kTagDataRightwards : kTagDataLeftwards;
+  return make_mpi(comm_, peer, tag_out, tag_in);
+}
+
+std::unique_ptr<Link> LinkBuilder::make_mpi(MPI_Comm comm, int peer, int tag_out, int tag_in) {
   if (dev_.kind() == DeviceKind::Cpu && !stage_mpi_)
-    return std::make_unique<MpiLink>(dev_, comm_, peer, window_, slot_bytes_, tag_out, tag_in);
-  return std::make_unique<DeviceMpiLink>(dev_, comm_, peer, window_, slot_bytes_, tag_out, tag_in,
+    return std::make_unique<MpiLink>(dev_, comm, peer, window_, slot_bytes_, tag_out, tag_in);
+  return std::make_unique<DeviceMpiLink>(dev_, comm, peer, window_, slot_bytes_, tag_out, tag_in,
                                          stage_mpi_);
 }
 

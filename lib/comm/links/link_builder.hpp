@@ -35,6 +35,9 @@ class LinkBuilder {
 
   /// The link to my left (side 0) or right (side 1) neighbour, which must exist.
   std::unique_ptr<Link> make(int side);
+  /// An MPI link to any rank (the pipelined tree's edges), its two directions
+  /// told apart by the tags on `comm`.
+  std::unique_ptr<Link> make_mpi(MPI_Comm comm, int peer, int tag_out, int tag_in);
   /// The node's shared window for CPU peer links (nullptr for GPU memory).
   ShmArena* shm() const { return shm_.get(); }
 
