@@ -125,10 +125,19 @@ void Collective::check_stall(double timeout_s) {
   std::ostringstream os;
   os << "collective " << describe() << " made no progress for " << timeout_s
      << " s on rank " << comm_.chain().pos() << ": ";
-  if (state_.load() == kHeaders)
-    os << "waiting for a neighbour to call the same collective (signature exchange)";
-  else
+  if (state_.load() == kHeaders) {
+    // A receive still posted is a neighbour that has not called it (yet).
+    const Chain& ch = comm_.chain();
+    std::string who;
+    if (hdr_req_[0] != MPI_REQUEST_NULL)
+      who = "rank " + std::to_string(ch.pos() - 1) + " (left neighbour)";
+    if (hdr_req_[2] != MPI_REQUEST_NULL)
+      who += (who.empty() ? "" : " and ") + ("rank " + std::to_string(ch.pos() + 1) + " (right neighbour)");
+    os << "waiting for " << (who.empty() ? "a neighbour" : who)
+       << " to call the same collective, before block 0 (signature exchange)";
+  } else {
     os << "waiting for " << waiting_for();
+  }
   fail(os.str());
 }
 
