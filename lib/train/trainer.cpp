@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <sstream>
+#include <thread>
 #include <vector>
 
 #include "comm/communicator.hpp"
@@ -29,10 +30,59 @@
 namespace lpsgd::train {
 namespace {
 
+// The trainer's own small collectives (agreeing on signals, loss sums,
+// checksums) on its control communicator, waited for the way the
+// communicator's collectives are: not without end as MPI's blocking calls
+// would, but failing when a neighbour on this machine has ended (named after
+// a second), when another rank's error notice arrives, or after --comm-timeout.
+struct Small {
+  MPI_Comm comm;
+  comm::Communicator* chain;  // error notices and lost neighbours
+  double timeout_s;
+
+  void wait(MPI_Request& req, const std::string& what) const {
+    const double t0 = now_s();
+    double checked = t0;
+    for (int spins = 0;; ++spins) {
+      int done = 0;
+      MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
+      if (done) return;
+      if (spins > 1000) std::this_thread::yield();  // ranks may share cores
+      const double now = now_s();
+      std::string stall;
+      if (now - t0 > 1.0 && now - checked > 0.5) {
+        checked = now;
+        chain->check_errors();  // throws with another rank's error
+        const std::string lost = chain->lost_neighbour();
+        if (!lost.empty()) stall = "cannot complete: " + lost;
+      }
+      if (stall.empty() && now - t0 > timeout_s)
+        stall = "made no progress for " + cli::shortest(timeout_s) +
+                " s: a rank does not take part (stopped, or stuck)";
+      if (!stall.empty()) {
+        const std::string msg = "the ranks' " + what + " on rank " +
+                                std::to_string(chain->rank()) + " " + stall;
+        chain->report_error(msg);
+        LPSGD_THROW(msg);
+      }
+    }
+  }
+  void allreduce(void* buf, int n, MPI_Datatype t, MPI_Op op, const std::string& what) const {
+    MPI_Request req;
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, n, t, op, comm, &req));
+    wait(req, what);
+  }
+  void allgather(const void* in, void* out, MPI_Datatype t, const std::string& what) const {
+    MPI_Request req;
+    MPI_CHECK(MPI_Iallgather(in, 1, t, out, 1, t, comm, &req));
+    wait(req, what);
+  }
+};
+
 // Sums LossStats over all ranks (three doubles: counts stay exact below 2^53).
-nn::LossStats sum_over_ranks(const nn::LossStats& s, MPI_Comm comm) {
+nn::LossStats sum_over_ranks(const nn::LossStats& s, const Small& small) {
   double v[3] = {s.loss_sum, static_cast<double>(s.correct), static_cast<double>(s.count)};
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, 3, MPI_DOUBLE, MPI_SUM, comm));
+  small.allreduce(v, 3, MPI_DOUBLE, MPI_SUM, "loss sums");
   nn::LossStats out;
   out.loss_sum = v[0];
   out.correct = static_cast<int64_t>(v[1]);
@@ -124,18 +174,18 @@ Outcome attempt(F&& f) {
 // the lowest failing rank's error is thrown on all of them, so a damaged
 // dataset stops the job with the same line from every rank instead of leaving
 // the others stalled in the next collective. One small allreduce per call.
-void agree(const Outcome& o, MPI_Comm comm, int rank, int world) {
+void agree(const Outcome& o, const Small& small, int rank, int world) {
   if (world == 1) {
     if (o.code == Outcome::kUsage) LPSGD_USAGE_ERROR(o.message);
     if (o.code != Outcome::kOk) LPSGD_THROW(o.message);
     return;
   }
   int first = o.code != Outcome::kOk ? rank : world;
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comm));
+  small.allreduce(&first, 1, MPI_INT, MPI_MIN, "check of the test data");
   if (first == world) return;
   Outcome mine = o;
   if (rank == first) mine.message += " (on rank " + std::to_string(first) + ")";
-  share_outcome(mine, comm, first);
+  share_outcome(mine, small.comm, first);
 }
 
 std::string tensor_name(const nn::ParamSlot& s, const nn::Param& p) {
@@ -158,6 +208,8 @@ class Run {
   /// At a step boundary: a checkpoint when one is due or a signal came.
   /// Returns true when the run must stop (after a signal).
   bool step_boundary();
+  /// The trainer's small collectives on ctl_, timed like the communicator's.
+  Small small() const { return {ctl_, comm_.get(), cfg_.comm_timeout_s}; }
   /// Writes a checkpoint of the current state (rank 0 writes, all confirm).
   /// A periodic one that fails only warns unless --checkpoint-failure abort.
   void save(bool periodic = false);
@@ -502,7 +554,7 @@ bool Run::step_boundary() {
   if (rank_ == 0 && cfg_.checkpoint_every_minutes > 0 &&
       now_s() - last_ckpt_time_ >= 60 * cfg_.checkpoint_every_minutes)
     want[1] = 1;
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, want, 2, MPI_INT, MPI_MAX, ctl_));
+  small().allreduce(want, 2, MPI_INT, MPI_MAX, "agreement on signals at step " + std::to_string(step_));
   if (want[0]) {
     save();
     if (rank_ == 0) {
@@ -530,7 +582,7 @@ std::string Run::check_identical(const std::string& when) {
                     host_params_.size() * sizeof(float));
   const uint64_t mine = checksum64(host_params_.data(), host_params_.size() * sizeof(float));
   std::vector<uint64_t> all(static_cast<size_t>(world_));
-  MPI_CHECK(MPI_Allgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, ctl_));
+  small().allgather(&mine, all.data(), MPI_UINT64_T, "comparison of parameter checksums " + when);
   for (int r = 1; r < world_; ++r) {
     if (all[static_cast<size_t>(r)] != all[0])
       LPSGD_THROW("parameters differ across ranks " << when << ": rank 0 has checksum "
@@ -601,9 +653,9 @@ void Run::evaluate(const char* kind) {
             local += model_->evaluate(x, y_.as<int32_t>());
           }
         }),
-        ctl_, rank_, world_);
-  const nn::LossStats test = sum_over_ranks(local, ctl_);
-  const nn::LossStats trained = sum_over_ranks(interval_, ctl_);
+        small(), rank_, world_);
+  const nn::LossStats test = sum_over_ranks(local, small());
+  const nn::LossStats trained = sum_over_ranks(interval_, small());
   interval_ = {};
   std::ostringstream when;
   when << "at step " << step_;

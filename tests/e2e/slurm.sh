@@ -9,7 +9,8 @@
 #    lpsgd checkpoints, the job requeues itself, resumes, and ends with the
 #    same parameters (checkpoint checksum) as the same run straight through;
 #  - train.sbatch (srun) with one task killed (SIGKILL): every rank gone
-#    within 10 s, the job FAILED and not requeued, srun's line names the task;
+#    within 10 s, the job FAILED and not requeued, srun's line and rank 0's
+#    error name the lost task;
 #  - the cluster stops with no daemon left, also when a check fails.
 # Exits 77 (skipped) where the cluster cannot run: not root, Slurm or munge missing.
 set -u
@@ -264,9 +265,8 @@ EOF
 phase "train.sbatch (srun): a task killed"
 write_config 1000000
 run=$tmp/killed
-id=$(LPSGD=$LPSGD CONFIG=$tmp/tiny.ini RUN_DIR=$run LAUNCHER=srun \
-     EXTRA_ARGS="--progress lines --progress-every 0.1" submit --nodes=1 --ntasks-per-node=2 \
-     --time=5 "$root/jobs/slurm/train.sbatch") || fail "sbatch train.sbatch"
+id=$(LPSGD=$LPSGD CONFIG=$tmp/tiny.ini RUN_DIR=$run LAUNCHER=srun submit --nodes=1 --ntasks-per-node=2 \
+     --time=15 "$root/jobs/slurm/train.sbatch") || fail "sbatch train.sbatch"
 out=$jobdir/lpsgd-train-$id.out
 # rank_pid R: the lpsgd process of task R of the job.
 rank_pid() {
@@ -279,10 +279,15 @@ rank_pid() {
   done
   return 1
 }
-deadline=$((SECONDS + 60))
-until grep -Eq 'step [0-9]+/' "$run/attempt-0.log" 2>/dev/null || ((SECONDS > deadline)); do sleep 0.1; done
-p0=$(rank_pid 0) p1=$(rank_pid 1)
-if [[ -z $p0 || -z $p1 ]]; then
+# Both ranks up, then 2 s into training (the run takes over 10 s; srun passes
+# its progress lines on only in large pieces, so they cannot tell).
+deadline=$((SECONDS + 60)) p0="" p1=""
+while [[ -z $p0 || -z $p1 ]] && ((SECONDS < deadline)); do
+  p0=$(rank_pid 0) p1=$(rank_pid 1)
+  [[ -n $p0 && -n $p1 ]] || sleep 0.2
+done
+sleep 2
+if [[ -z $p0 || -z $p1 ]] || ! kill -0 "$p0" "$p1" 2>/dev/null; then
   fail "training job: no running ranks found"; dump "$id"
 else
   t0=$(ms)
@@ -295,6 +300,13 @@ else
     test "$state" = FAILED -a "$(job_field "$id" Restarts)" = 0
   if line=$(grep -E -m1 'task 1: Killed' "$out"); then ok "a line names the lost task: $line"
   else fail "no line names task 1 as killed"; dump "$id"; fi
+  # Rank 0 itself names it too, a second into its wait (srun's SIGTERM only
+  # asks for a checkpoint, which cannot be written without rank 1).
+  if line=$(grep -E -m1 '^lpsgd: error: \[rank 0\] .*rank 1 \(right neighbour, pid [0-9]+\) has ended' "$out"); then
+    ok "rank 0: $line"
+  else
+    fail "rank 0 did not name rank 1 as ended"; dump "$id"
+  fi
 fi
 
 end
