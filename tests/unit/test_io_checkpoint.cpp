@@ -445,5 +445,20 @@ TEST(Checkpoint, MissingOrWrongAttributesAreNamed) {
   }
 }
 
+// HDF5 describes a failed system call over several lines (ctime's newline,
+// buffer addresses, offsets); lpsgd passes on one line and the errno.
+TEST(Checkpoint, SystemErrorsAreOneLineWithTheErrno) {
+  TempDir dir;
+  try {
+    h5::File::create(dir / "missing/x.h5");
+    ADD_FAILURE() << "created a file in a missing directory";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.sys_errno(), ENOENT);
+    EXPECT_EQ(e.message().find('\n'), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find(std::strerror(ENOENT)), std::string::npos) << e.message();
+    EXPECT_EQ(e.message().find("errno ="), std::string::npos) << e.message();
+  }
+}
+
 }  // namespace
 }  // namespace lpsgd::io
