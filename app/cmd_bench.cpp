@@ -92,7 +92,7 @@ int run_bench(int argc, char** argv) {
   namespace po = cli::po;
   std::string ops_s, algos_s, min_s, max_s, sizes_s, dtype_s, block_s, links_s, json_path, csv_path, calib,
       device_s;
-  double factor = 2, timeout = 300;
+  double factor = 4, timeout = 300;
   int iters = 20, warmup = 5, root = 0, window = 4, rpn = 0;
   bool check = false, do_calibrate = false, shared_buffers = false, floor = false;
   po::options_description desc("lpsgd bench options");
@@ -101,7 +101,7 @@ int run_bench(int argc, char** argv) {
     ("algo", po::value(&algos_s)->default_value("lp,mpi"), "algorithms: lp,tree,mst,be,ring,mpi,auto")
     ("minbytes,b", po::value(&min_s)->default_value("1M"), "smallest message (K/M/G suffixes)")
     ("maxbytes,e", po::value(&max_s)->default_value("64M"), "largest message")
-    ("stepfactor,f", po::value(&factor)->default_value(4), "size multiplier between rows")
+    ("stepfactor,f", cli::value_with_default(&factor), "size multiplier between rows")
     ("sizes", po::value(&sizes_s), "message sizes as a list (e.g. 64K,1M,16M), instead of -b/-e/-f")
     ("iters,n", po::value(&iters)->default_value(20), "timed iterations per row")
     ("warmup,w", po::value(&warmup)->default_value(5), "untimed iterations per row, spread over its phases (each phase at least one)")
@@ -112,7 +112,7 @@ int run_bench(int argc, char** argv) {
     ("links", po::value(&links_s)->default_value("auto"), "auto (peer links in a node) or mpi")
     ("device", po::value(&device_s)->default_value("cpu"), "where the buffers live: cpu or cuda (GPU local rank % count)")
     ("ranks-per-node", po::value(&rpn)->default_value(0), "split ranks into pretend nodes of N")
-    ("comm-timeout", po::value(&timeout)->default_value(300), "seconds without progress = error")
+    ("comm-timeout", cli::value_with_default(&timeout), "seconds without progress = error")
     ("check", po::bool_switch(&check), "validate every result and count wrong elements")
     ("floor", po::bool_switch(&floor),
      "also time the memory floor: every rank copies its input to its output (algo 'copy'), "

@@ -105,7 +105,7 @@ int synth(int argc, char** argv) {
       ("shape", po::value(&shape)->default_value(shape)->value_name("C,H,W"), "sample shape")
       ("classes", po::value(&opt.classes)->default_value(10)->value_name("K"), "number of classes")
       ("seed", po::value(&opt.seed)->default_value(0)->value_name("S"), "seed of patterns, labels and noise")
-      ("noise", po::value(&opt.noise)->default_value(0.5)->value_name("X"), "standard deviation of the noise added to the class pattern (values in [0,1])")
+      ("noise", cli::value_with_default(&opt.noise)->value_name("X"), "standard deviation of the noise added to the class pattern (values in [0,1])")
       ("dtype", po::value(&dtype)->default_value(dtype), "uint8 or float32")
       ("gzip", po::value(&opt.gzip_level)->default_value(0), "gzip level of the HDF5 chunks, 0 = none");
   po::variables_map vm;
@@ -185,7 +185,7 @@ int bench_loader(int argc, char** argv) {
       ("file", po::value(&opt.path)->required()->value_name("F.h5"), "dataset file")
       ("split", po::value(&opt.split)->default_value("train"), "train or test")
       ("batch", po::value(&opt.batch)->default_value(128), "per-rank batch size")
-      ("data-cache-mb", po::value(&opt.cache_mb)->default_value(1024), "hold x in memory up to this size, else stream it")
+      ("data-cache-mb", cli::value_with_default(&opt.cache_mb), "hold x in memory up to this size, else stream it")
       ("prefetch", po::value(&opt.prefetch)->default_value(2), "batches prepared ahead (0: no thread)")
       ("shuffle-window", po::value(&opt.window_chunks)->default_value(16), "streaming: chunks per shuffle window")
       ("seed", po::value(&opt.seed)->default_value(0), "order seed")

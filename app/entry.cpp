@@ -33,6 +33,13 @@ bool all_ranks_agree(double timeout_s) {
   return done != 0;
 }
 
+// How long a rank with a runtime error waits for the others to fail too
+// before it aborts the job. Errors every rank meets at one point (a checkpoint
+// that cannot be written, damaged data agreed on at a step) arrive together
+// and end without MPI_Abort's banner; a rank failing alone (a stalled
+// neighbour) must not keep the job up for long.
+constexpr double kRuntimeGraceS = 2.0;
+
 // exit() unqualified: under SimGrid it is SMPI's macro, which ends this rank
 // rather than the whole simulation.
 [[noreturn]] void fail(const std::string& message, int code, bool usage) {
@@ -44,12 +51,13 @@ bool all_ranks_agree(double timeout_s) {
     MPI_Finalize();
     exit(code);
   }
+  // One line per failing rank, before anything can kill it.
   if (size > 1)
     std::fprintf(stderr, "lpsgd: error: [rank %d] %s\n", log::rank(), message.c_str());
   else
     std::fprintf(stderr, "lpsgd: error: %s\n", message.c_str());
   std::fflush(stderr);
-  if (size > 1) MPI_Abort(MPI_COMM_WORLD, code);
+  if (size > 1 && !(!usage && all_ranks_agree(kRuntimeGraceS))) MPI_Abort(MPI_COMM_WORLD, code);
   MPI_Finalize();
   exit(code);
 }

@@ -121,14 +121,33 @@ void Collective::fail(const std::string& message) {
 
 void Collective::check_stall(double timeout_s) {
   if (timeout_s < 0) timeout_s = comm_.options().timeout_s;
-  if (now_s() - last_move_s_ <= timeout_s) return;
+  const double now = now_s();
+  // Stalled for a second: a neighbour on this machine that has ended (killed,
+  // crashed) is named now, not after the timeout. Twice a second at most.
+  if (now - last_move_s_ > 1.0 && now - last_peer_check_s_ > 0.5) {
+    last_peer_check_s_ = now;
+    const std::string lost = comm_.lost_neighbour();
+    if (!lost.empty())
+      fail("collective " + describe() + " cannot complete on rank " +
+           std::to_string(comm_.chain().pos()) + ": " + lost);
+  }
+  if (now - last_move_s_ <= timeout_s) return;
   std::ostringstream os;
   os << "collective " << describe() << " made no progress for " << timeout_s
      << " s on rank " << comm_.chain().pos() << ": ";
-  if (state_.load() == kHeaders)
-    os << "waiting for a neighbour to call the same collective (signature exchange)";
-  else
+  if (state_.load() == kHeaders) {
+    // A receive still posted is a neighbour that has not called it (yet).
+    const Chain& ch = comm_.chain();
+    std::string who;
+    if (hdr_req_[0] != MPI_REQUEST_NULL)
+      who = "rank " + std::to_string(ch.pos() - 1) + " (left neighbour)";
+    if (hdr_req_[2] != MPI_REQUEST_NULL)
+      who += (who.empty() ? "" : " and ") + ("rank " + std::to_string(ch.pos() + 1) + " (right neighbour)");
+    os << "waiting for " << (who.empty() ? "a neighbour" : who)
+       << " to call the same collective, before block 0 (signature exchange)";
+  } else {
     os << "waiting for " << waiting_for();
+  }
   fail(os.str());
 }
 

@@ -87,6 +87,7 @@ class Collective {
                              MPI_REQUEST_NULL};
   std::atomic<int> state_{kIdle};
   double last_move_s_ = 0;
+  double last_peer_check_s_ = 0;  // when check_stall last looked for lost neighbours
   double done_s_ = 0;
 
   // Set while a progress engine owns this collective.

@@ -1,6 +1,9 @@
 #include "comm/communicator.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "comm/collectives/factory.hpp"
@@ -33,6 +36,7 @@ Communicator::Communicator(MPI_Comm parent, Device& dev, CommOptions opts)
                                            stage_host_);
   if (chain_->has_left()) links_[0] = builder_->make(0);
   if (chain_->has_right()) links_[1] = builder_->make(1);
+  find_local_neighbours();
   post_error_recv(0);
   post_error_recv(1);
 
@@ -60,6 +64,57 @@ Communicator::~Communicator() {
   builder_.reset();
   for (MPI_Comm* c : {&ctrl_comm_, &p2p_comm_, &link_comm_})
     if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
+}
+
+// Which neighbours run on this machine, and as which pid: the host name and
+// the pid namespace must match, or a pid names another process (or none).
+void Communicator::find_local_neighbours() {
+  struct Id {
+    int pid;
+    char where[252];
+  } me{}, all[3]{};
+  me.pid = static_cast<int>(::getpid());
+  char host[128] = {}, ns[96] = {};
+  ::gethostname(host, sizeof host - 1);
+  if (::readlink("/proc/self/ns/pid", ns, sizeof ns - 1) < 0) ns[0] = '\0';
+  std::snprintf(me.where, sizeof me.where, "%s %s", host, ns);
+  const int pos = chain_->pos();
+  all[1] = me;
+  // One exchange with each neighbour, right first: the chain's right end
+  // starts, so the pairs complete from there without a cycle of waits.
+  if (chain_->has_right())
+    MPI_CHECK(MPI_Sendrecv(&me, sizeof me, MPI_BYTE, pos + 1, 31, &all[2], sizeof me, MPI_BYTE,
+                           pos + 1, 31, ctrl_comm_, MPI_STATUS_IGNORE));
+  if (chain_->has_left())
+    MPI_CHECK(MPI_Sendrecv(&me, sizeof me, MPI_BYTE, pos - 1, 31, &all[0], sizeof me, MPI_BYTE,
+                           pos - 1, 31, ctrl_comm_, MPI_STATUS_IGNORE));
+  for (int side = 0; side < 2; ++side) {
+    const Id& n = all[side == 0 ? 0 : 2];
+    if (n.pid > 0 && n.pid != me.pid && me.where[0] && std::strcmp(n.where, me.where) == 0)
+      local_pid_[static_cast<size_t>(side)] = n.pid;
+  }
+}
+
+std::string Communicator::lost_neighbour() const {
+  for (int side = 0; side < 2; ++side) {
+    const int pid = local_pid_[static_cast<size_t>(side)];
+    if (pid <= 0) continue;
+    // Gone, or a zombie its parent has not reaped yet.
+    char path[64], buf[512] = {};
+    std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    bool gone = true;
+    if (FILE* f = std::fopen(path, "r")) {
+      const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+      std::fclose(f);
+      const char* paren = std::strrchr(buf, ')');
+      gone = n == 0 || !paren || paren[1] != ' ' || paren[2] == 'Z' || paren[2] == 'X';
+    }
+    if (gone)
+      return "rank " + std::to_string(chain_->pos() + (side == 0 ? -1 : 1)) + " (" +
+             (side == 0 ? "left" : "right") + " neighbour, pid " + std::to_string(pid) +
+             ") has ended (killed or crashed)";
+  }
+  return "";
 }
 
 void Communicator::post_error_recv(int side) {

@@ -101,6 +101,11 @@ class Communicator {
   /// Tells both neighbours (and through them every rank) that this rank failed.
   void report_error(const std::string& message);
   bool failed() const { return failed_; }
+  /// "rank N (left neighbour, pid P) has ended" when a neighbour running on
+  /// this machine is gone (killed, crashed), else "". Reads /proc; for a
+  /// collective that has stalled, so a lost rank is named at once rather than
+  /// after --comm-timeout. Neighbours on other machines: always "".
+  std::string lost_neighbour() const;
   /// The MPI requests in flight on the MPI links and the error-notice receives
   /// (for blocking waits under SMPI, see comm/requests.hpp).
   void pending_requests(std::vector<MPI_Request*>& out);
@@ -120,6 +125,7 @@ class Communicator {
 
  private:
   void post_error_recv(int side);
+  void find_local_neighbours();
   /// Sends an error notice to the neighbour on `side` (0 left, 1 right), once.
   void send_notice(int side, const std::string& text);
 
@@ -147,6 +153,8 @@ class Communicator {
   std::array<bool, 2> notice_posted_{false, false};  // a completed receive reads as null
   bool failed_ = false;
   const Collective* active_ = nullptr;
+  // The neighbours' pids, where they run on this machine in this pid namespace.
+  std::array<int, 2> local_pid_{0, 0};
 };
 
 }  // namespace lpsgd::comm

@@ -1,5 +1,7 @@
 #include "core/cli.hpp"
 
+#include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <fstream>
 #include <iostream>
@@ -38,6 +40,28 @@ bool parse(int argc, char** argv, const po::options_description& desc, po::varia
   }
   return true;
 }
+
+// std::to_chars without a format: the shortest text that reads back exactly,
+// fixed or scientific, whichever is shorter (300 -> "300", 1e-10 -> "1e-10");
+// its exponent as one writes it ("1e-04" -> "1e-4", "1e+06" -> "1e6").
+template <class T>
+std::string shortest_text(T v) {
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  std::string s(buf, r.ptr);
+  const auto e = s.find('e');
+  if (e != std::string::npos) {
+    std::string exp = s.substr(e + 1);
+    const bool neg = !exp.empty() && exp[0] == '-';
+    if (!exp.empty() && (exp[0] == '-' || exp[0] == '+')) exp.erase(0, 1);
+    exp.erase(0, std::min(exp.find_first_not_of('0'), exp.size() - 1));
+    s = s.substr(0, e + 1) + (neg ? "-" : "") + exp;
+  }
+  return s;
+}
+
+std::string shortest(double v) { return shortest_text(v); }
+std::string shortest(float v) { return shortest_text(v); }
 
 uint64_t parse_bytes(const std::string& text) {
   if (text.empty()) LPSGD_USAGE_ERROR("empty size");

@@ -24,6 +24,16 @@ bool parse(int argc, char** argv, const po::options_description& desc, po::varia
 uint64_t parse_bytes(const std::string& text);
 /// Bytes in the shortest exact K/M/G form: 67108864 -> "64M".
 std::string format_bytes(uint64_t bytes);
+/// The shortest decimal text that reads back as exactly v: 0.05 -> "0.05"
+/// (not Boost's "0.050000000000000003"), 1e-4 -> "1e-4", 300 -> "300".
+std::string shortest(double v);
+std::string shortest(float v);
+/// po::value(v) whose default is *v, shown in --help as written: every
+/// floating-point option takes its default this way.
+template <class T>
+po::typed_value<T>* value_with_default(T* v) {
+  return po::value(v)->default_value(*v, shortest(*v));
+}
 /// "a,b,,c" -> {"a","b","c"}.
 std::vector<std::string> split_list(const std::string& text, char sep = ',');
 

@@ -13,8 +13,9 @@ std::string Error::where() const {
 
 namespace detail {
 
-void throw_error(const std::string& msg, const char* file, int line, ErrorKind kind) {
-  throw Error(msg, file, line, kind);
+void throw_error(const std::string& msg, const char* file, int line, ErrorKind kind,
+                 int sys_errno) {
+  throw Error(msg, file, line, kind, sys_errno);
 }
 
 std::string mpi_error_string(int code) {

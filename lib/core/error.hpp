@@ -20,15 +20,18 @@ enum class ErrorKind {
 
 class Error : public std::runtime_error {
  public:
-  Error(std::string message, const char* file, int line, ErrorKind kind = ErrorKind::Runtime)
+  Error(std::string message, const char* file, int line, ErrorKind kind = ErrorKind::Runtime,
+        int sys_errno = 0)
       : std::runtime_error(message), message_(std::move(message)), file_(file), line_(line),
-        kind_(kind) {}
+        kind_(kind), sys_errno_(sys_errno) {}
 
   /// The message alone, without the source location.
   const std::string& message() const noexcept { return message_; }
   const char* file() const noexcept { return file_; }
   int line() const noexcept { return line_; }
   ErrorKind kind() const noexcept { return kind_; }
+  /// The operating system's errno behind the failure (ENOSPC, EACCES, ...), 0 if none.
+  int sys_errno() const noexcept { return sys_errno_; }
   /// "message (file:line)" for logs and test failures.
   std::string where() const;
 
@@ -37,6 +40,7 @@ class Error : public std::runtime_error {
   const char* file_;
   int line_;
   ErrorKind kind_;
+  int sys_errno_;
 };
 
 namespace detail {
@@ -50,7 +54,8 @@ struct MessageBuilder {
   }
   std::string str() const { return os.str(); }
 };
-[[noreturn]] void throw_error(const std::string& msg, const char* file, int line, ErrorKind kind);
+[[noreturn]] void throw_error(const std::string& msg, const char* file, int line, ErrorKind kind,
+                              int sys_errno = 0);
 std::string mpi_error_string(int code);
 }  // namespace detail
 
@@ -60,6 +65,12 @@ std::string mpi_error_string(int code);
 #define LPSGD_THROW(msg_expr)                                                            \
   ::lpsgd::detail::throw_error((::lpsgd::detail::MessageBuilder() << msg_expr).str(),    \
                                __FILE__, __LINE__, ::lpsgd::ErrorKind::Runtime)
+
+/// LPSGD_THROW for a failure the operating system explained with errno `err`
+/// (kept in the Error, so a caller can say "No space left on device" alone).
+#define LPSGD_THROW_ERRNO(err, msg_expr)                                                 \
+  ::lpsgd::detail::throw_error((::lpsgd::detail::MessageBuilder() << msg_expr).str(),    \
+                               __FILE__, __LINE__, ::lpsgd::ErrorKind::Runtime, (err))
 
 /// Like LPSGD_THROW for bad user input seen by every rank alike (exit code 2).
 #define LPSGD_USAGE_ERROR(msg_expr)                                                      \

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -326,24 +328,36 @@ uint64_t checkpoint_checksum(const Checkpoint& c) {
 std::string write_checkpoint(const std::string& dir, Checkpoint& c, int keep) {
   if (keep < 1) LPSGD_USAGE_ERROR("--keep must be at least 1, got " << keep);
   c.checksum = checkpoint_checksum(c);
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (!fs::is_directory(dir))
-    LPSGD_USAGE_ERROR("cannot create checkpoint directory " << dir << ": "
-                                                             << (ec ? ec.message() : "not a directory"));
   const std::string name = checkpoint_file_name(c.meta.step);
   const std::string path = join(dir, name);
   const std::string tmp = temp_path_for(path);
   struct stat st {};
+  bool committed = false;
   try {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (!fs::is_directory(dir)) {
+      const int err = fs::exists(dir) || !ec ? ENOTDIR : ec.value();
+      LPSGD_THROW_ERRNO(err, "cannot create checkpoint directory " << dir << ": "
+                                                                   << std::strerror(err));
+    }
     write_file(tmp, c);
-    if (::stat(tmp.c_str(), &st) != 0) LPSGD_THROW("cannot stat " << tmp);
+    if (::stat(tmp.c_str(), &st) != 0) {
+      const int err = errno;
+      LPSGD_THROW_ERRNO(err, "cannot stat " << tmp << ": " << std::strerror(err));
+    }
     commit_file(tmp, path);
-  } catch (...) {
+    committed = true;
+    write_file_atomic(join(dir, "latest"), name + "\n");
+  } catch (const Error& e) {
+    // Nothing of this attempt stays: `latest` and the checkpoints before it
+    // are as they were, so resuming takes the last complete one.
     std::remove(tmp.c_str());
-    throw;
+    if (committed) std::remove(path.c_str());
+    const int err = e.sys_errno();
+    LPSGD_THROW_ERRNO(err, "checkpoint at step " << c.meta.step << " not written: "
+                                                 << (err > 0 ? std::strerror(err) : e.message()));
   }
-  write_file_atomic(join(dir, "latest"), name + "\n");
   prune(dir, keep, name, st.st_mtim);
   return path;
 }

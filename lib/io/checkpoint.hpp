@@ -85,8 +85,11 @@ uint64_t checkpoint_checksum(const Checkpoint& c);
 /// Writes c as DIR/ckpt-<step>.h5 (see the header comment for the sequence),
 /// creating DIR if missing; sets c.checksum; keeps the newest `keep` (>= 1)
 /// checkpoints, never removing the one just written. Returns its path.
-/// keep < 1 or a DIR that cannot be created is a usage error; a failed write
-/// a runtime error, with DIR's existing checkpoints and `latest` untouched.
+/// keep < 1 is a usage error. Any failure (DIR cannot be created, a full
+/// disk, an unwritable directory) is a runtime error "checkpoint at step S not
+/// written: REASON", REASON being the errno's text ("No space left on device")
+/// where the system gave one (Error::sys_errno() holds it); no temporary is
+/// left and DIR's existing checkpoints and `latest` are untouched.
 std::string write_checkpoint(const std::string& dir, Checkpoint& c, int keep);
 
 /// Reads and validates the checkpoint at `path`: format name and version,

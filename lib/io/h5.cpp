@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 #include "core/error.hpp"
 
@@ -46,6 +48,40 @@ herr_t keep_innermost(unsigned, const H5E_error2_t* err, void* data) {
   return 0;
 }
 
+// The errno in a description of a failed system call ("file write failed:
+// time = ..., errno = 28, error message = ..."), 0 when there is none.
+int errno_in(const std::string& desc) {
+  const auto at = desc.find("errno = ");
+  if (at == std::string::npos) return 0;
+  return std::atoi(desc.c_str() + at + 8);
+}
+
+// One line in the library's own words. A failed system call's description is
+// long and multi-line (ctime()'s newline, buffer addresses, offsets): it
+// becomes its first phrase and the errno's text, "file write failed: No space
+// left on device".
+std::string condense(const std::string& desc) {
+  if (const int err = errno_in(desc); err > 0) {
+    const auto colon = desc.find(':');
+    const std::string head = colon == std::string::npos ? std::string() : desc.substr(0, colon);
+    return (head.empty() ? "" : head + ": ") + std::strerror(err);
+  }
+  std::string out;
+  for (char c : desc) {
+    if (c == '\n' || c == '\r' || c == '\t') c = ' ';
+    if (c == ' ' && (out.empty() || out.back() == ' ')) continue;
+    out += c;
+  }
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out;
+}
+
+std::string innermost() {
+  std::string out;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, keep_innermost, &out);
+  return out;
+}
+
 herr_t collect_name(hid_t, const char* name, const H5A_info_t*, void* data) {
   static_cast<std::vector<std::string>*>(data)->push_back(name);
   return 0;
@@ -56,10 +92,14 @@ herr_t collect_link(hid_t, const char* name, const H5L_info_t*, void* data) {
   return 0;
 }
 
-// Throws a runtime error naming `where` unless rc >= 0.
+// Throws a runtime error naming `where` unless rc >= 0 (with the errno of a
+// failed system call, when HDF5 reports one).
 #define H5_CHECK(rc, where, what)                                        \
   do {                                                                   \
-    if ((rc) < 0) LPSGD_THROW((where) << ": " << failure(what));         \
+    if ((rc) < 0) {                                                      \
+      const int h5_errno_ = last_errno();                                \
+      LPSGD_THROW_ERRNO(h5_errno_, (where) << ": " << failure(what));    \
+    }                                                                    \
   } while (0)
 
 }  // namespace
@@ -71,11 +111,9 @@ void silence_errors() {
   silenced = true;
 }
 
-std::string last_error() {
-  std::string out;
-  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, keep_innermost, &out);
-  return out;
-}
+std::string last_error() { return condense(innermost()); }
+
+int last_errno() { return errno_in(innermost()); }
 
 const char* type_name(Type t) {
   switch (t) {
@@ -305,7 +343,9 @@ File File::create(const std::string& path, bool checksummed_metadata) {
     H5_CHECK(H5Pset_libver_bounds(fapl.id(), H5F_LIBVER_V18, H5F_LIBVER_LATEST), path,
              "H5Pset_libver_bounds");
   Handle h(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.id()), H5Fclose);
-  if (!h.valid()) LPSGD_USAGE_ERROR(path << ": cannot create HDF5 file (" << last_error() << ")");
+  if (!h.valid())
+    ::lpsgd::detail::throw_error(path + ": cannot create HDF5 file (" + last_error() + ")",
+                                 __FILE__, __LINE__, ErrorKind::Usage, last_errno());
   return File(std::move(h), path, "/");
 }
 

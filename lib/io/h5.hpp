@@ -21,8 +21,13 @@ namespace lpsgd::io::h5 {
 /// (HDF5 keeps one per thread); cheap to call again.
 void silence_errors();
 
-/// The innermost message of HDF5's current error stack, or "" when empty.
+/// The innermost message of HDF5's current error stack on one line, or ""
+/// when empty. A failed system call reads "file write failed: No space left
+/// on device", not HDF5's multi-line record of it.
 std::string last_error();
+
+/// The errno of the failed system call on HDF5's current error stack, or 0.
+int last_errno();
 
 /// A move-only owner of one hid_t, closed with the matching H5?close.
 class Handle {

@@ -72,8 +72,7 @@ Loader::Loader(LoaderOptions opt) : opt_(std::move(opt)) {
 
   if (!streaming_) {
     raw_.resize(sample_bytes * static_cast<size_t>(s.n));
-    split_.x->read_rows(0, static_cast<hsize_t>(s.n),
-                        s.type == SampleType::U8 ? h5::Type::U8 : h5::Type::F32, raw_.data());
+    read_samples(0, s.n, raw_.data());
   } else {
     // Room for two windows of chunks: B consecutive entries of the order lie
     // in at most two windows (B <= a window's samples), so each rank reads
@@ -151,6 +150,22 @@ Loader::Item Loader::produce(const LoaderState& pos, Batch&& reuse) {
   return it;
 }
 
+void Loader::read_samples(int64_t first, int64_t count, unsigned char* out) {
+  try {
+    split_.x->read_rows(static_cast<hsize_t>(first), static_cast<hsize_t>(count),
+                        split_.shape.type == SampleType::U8 ? h5::Type::U8 : h5::Type::F32, out);
+  } catch (const Error& e) {
+    // The wrapper's message starts with the file and object; say which
+    // samples instead, in one line, keeping HDF5's reason.
+    std::string reason = e.message();
+    const std::string prefix = split_.x->where() + ": ";
+    if (reason.rfind(prefix, 0) == 0) reason.erase(0, prefix.size());
+    LPSGD_THROW_ERRNO(e.sys_errno(), opt_.path << ": samples " << first << "-" << first + count - 1
+                                               << " of /" << opt_.split
+                                               << " cannot be read: " << reason);
+  }
+}
+
 const unsigned char* Loader::stored_sample(int64_t index) {
   const size_t sample_bytes = split_.shape.sample_bytes();
   if (!streaming_) return raw_.data() + static_cast<size_t>(index) * sample_bytes;
@@ -167,9 +182,7 @@ const unsigned char* Loader::stored_sample(int64_t index) {
     const int64_t first = chunk * chunk_rows_, rows = std::min(chunk_rows_, size() - first);
     slot->data.resize(static_cast<size_t>(chunk_rows_) * sample_bytes);
     slot->chunk = -1;
-    split_.x->read_rows(static_cast<hsize_t>(first), static_cast<hsize_t>(rows),
-                        split_.shape.type == SampleType::U8 ? h5::Type::U8 : h5::Type::F32,
-                        slot->data.data());
+    read_samples(first, rows, slot->data.data());
     slot->chunk = chunk;
   }
   slot->used = ++tick_;

@@ -136,6 +136,9 @@ class Loader {
 
   Item produce(const LoaderState& pos, Batch&& reuse);
   void fill(Batch& b, const int64_t* indices, int64_t count);
+  /// Reads samples [first, first + count) of x as stored; a failure (a
+  /// damaged chunk) is an error naming the file and the samples.
+  void read_samples(int64_t first, int64_t count, unsigned char* out);
   /// The stored bytes of sample `index` (streaming: via the chunk cache).
   const unsigned char* stored_sample(int64_t index);
   const std::vector<int64_t>& order_for(uint64_t epoch);

@@ -8,7 +8,10 @@
 #include <csignal>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <sstream>
+#include <thread>
 #include <vector>
 
 #include "comm/communicator.hpp"
@@ -27,10 +30,59 @@
 namespace lpsgd::train {
 namespace {
 
+// The trainer's own small collectives (agreeing on signals, loss sums,
+// checksums) on its control communicator, waited for the way the
+// communicator's collectives are: not without end as MPI's blocking calls
+// would, but failing when a neighbour on this machine has ended (named after
+// a second), when another rank's error notice arrives, or after --comm-timeout.
+struct Small {
+  MPI_Comm comm;
+  comm::Communicator* chain;  // error notices and lost neighbours
+  double timeout_s;
+
+  void wait(MPI_Request& req, const std::string& what) const {
+    const double t0 = now_s();
+    double checked = t0;
+    for (int spins = 0;; ++spins) {
+      int done = 0;
+      MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
+      if (done) return;
+      if (spins > 1000) std::this_thread::yield();  // ranks may share cores
+      const double now = now_s();
+      std::string stall;
+      if (now - t0 > 1.0 && now - checked > 0.5) {
+        checked = now;
+        chain->check_errors();  // throws with another rank's error
+        const std::string lost = chain->lost_neighbour();
+        if (!lost.empty()) stall = "cannot complete: " + lost;
+      }
+      if (stall.empty() && now - t0 > timeout_s)
+        stall = "made no progress for " + cli::shortest(timeout_s) +
+                " s: a rank does not take part (stopped, or stuck)";
+      if (!stall.empty()) {
+        const std::string msg = "the ranks' " + what + " on rank " +
+                                std::to_string(chain->rank()) + " " + stall;
+        chain->report_error(msg);
+        LPSGD_THROW(msg);
+      }
+    }
+  }
+  void allreduce(void* buf, int n, MPI_Datatype t, MPI_Op op, const std::string& what) const {
+    MPI_Request req;
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, n, t, op, comm, &req));
+    wait(req, what);
+  }
+  void allgather(const void* in, void* out, MPI_Datatype t, const std::string& what) const {
+    MPI_Request req;
+    MPI_CHECK(MPI_Iallgather(in, 1, t, out, 1, t, comm, &req));
+    wait(req, what);
+  }
+};
+
 // Sums LossStats over all ranks (three doubles: counts stay exact below 2^53).
-nn::LossStats sum_over_ranks(const nn::LossStats& s, MPI_Comm comm) {
+nn::LossStats sum_over_ranks(const nn::LossStats& s, const Small& small) {
   double v[3] = {s.loss_sum, static_cast<double>(s.correct), static_cast<double>(s.count)};
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, 3, MPI_DOUBLE, MPI_SUM, comm));
+  small.allreduce(v, 3, MPI_DOUBLE, MPI_SUM, "loss sums");
   nn::LossStats out;
   out.loss_sum = v[0];
   out.correct = static_cast<int64_t>(v[1]);
@@ -82,21 +134,25 @@ const char* signal_name(int sig) {
   }
 }
 
-// What rank 0 found out, for every rank: ok, or an error to rethrow everywhere.
+// What rank 0 found out, for every rank: ok, a failure it has warned about,
+// or an error to rethrow everywhere.
 struct Outcome {
-  int code = 0;  // 0 ok, 1 usage error, 2 runtime error
+  enum : int { kOk = 0, kUsage = 1, kRuntime = 2, kWarned = 3 };
+  int code = kOk;
   std::string message;
 };
 
-// Broadcasts rank 0's outcome; every rank throws it if it is an error, so a
-// bad checkpoint or a failed write stops all ranks with one message.
-void share_outcome(Outcome o, MPI_Comm comm) {
+// Broadcasts the outcome of rank `root`; every rank throws it if it is an
+// error, so a bad checkpoint or a failed write stops all ranks with one
+// message. Returns false for kWarned (rank 0 said what failed; the run goes on).
+bool share_outcome(Outcome o, MPI_Comm comm, int root = 0) {
   int head[2] = {o.code, static_cast<int>(o.message.size())};
-  MPI_CHECK(MPI_Bcast(head, 2, MPI_INT, 0, comm));
+  MPI_CHECK(MPI_Bcast(head, 2, MPI_INT, root, comm));
   o.message.resize(static_cast<size_t>(head[1]));
-  MPI_CHECK(MPI_Bcast(o.message.data(), head[1], MPI_CHAR, 0, comm));
-  if (head[0] == 1) LPSGD_USAGE_ERROR(o.message);
-  if (head[0] == 2) LPSGD_THROW(o.message);
+  MPI_CHECK(MPI_Bcast(o.message.data(), head[1], MPI_CHAR, root, comm));
+  if (head[0] == Outcome::kUsage) LPSGD_USAGE_ERROR(o.message);
+  if (head[0] == Outcome::kRuntime) LPSGD_THROW(o.message);
+  return head[0] != Outcome::kWarned;
 }
 
 template <class F>
@@ -105,13 +161,31 @@ Outcome attempt(F&& f) {
   try {
     f();
   } catch (const Error& e) {
-    o.code = e.kind() == ErrorKind::Usage ? 1 : 2;
+    o.code = e.kind() == ErrorKind::Usage ? Outcome::kUsage : Outcome::kRuntime;
     o.message = e.message();
   } catch (const std::exception& e) {
-    o.code = 2;
+    o.code = Outcome::kRuntime;
     o.message = e.what();
   }
   return o;
+}
+
+// Every rank learns whether any rank failed `o` (reading its test data, say):
+// the lowest failing rank's error is thrown on all of them, so a damaged
+// dataset stops the job with the same line from every rank instead of leaving
+// the others stalled in the next collective. One small allreduce per call.
+void agree(const Outcome& o, const Small& small, int rank, int world) {
+  if (world == 1) {
+    if (o.code == Outcome::kUsage) LPSGD_USAGE_ERROR(o.message);
+    if (o.code != Outcome::kOk) LPSGD_THROW(o.message);
+    return;
+  }
+  int first = o.code != Outcome::kOk ? rank : world;
+  small.allreduce(&first, 1, MPI_INT, MPI_MIN, "check of the test data");
+  if (first == world) return;
+  Outcome mine = o;
+  if (rank == first) mine.message += " (on rank " + std::to_string(first) + ")";
+  share_outcome(mine, small.comm, first);
 }
 
 std::string tensor_name(const nn::ParamSlot& s, const nn::Param& p) {
@@ -134,8 +208,11 @@ class Run {
   /// At a step boundary: a checkpoint when one is due or a signal came.
   /// Returns true when the run must stop (after a signal).
   bool step_boundary();
+  /// The trainer's small collectives on ctl_, timed like the communicator's.
+  Small small() const { return {ctl_, comm_.get(), cfg_.comm_timeout_s}; }
   /// Writes a checkpoint of the current state (rank 0 writes, all confirm).
-  void save();
+  /// A periodic one that fails only warns unless --checkpoint-failure abort.
+  void save(bool periodic = false);
   /// Continues from a checkpoint per --resume; false for a fresh start.
   bool resume();
   io::Checkpoint snapshot();
@@ -283,6 +360,21 @@ Run::Run(Device& dev, const TrainConfig& cfg) : dev_(dev), cfg_(cfg), bar_(cfg.p
       LPSGD_USAGE_ERROR("--checkpoint-every-minutes must be >= 0");
     host_state_.resize(model_->param_count());
     install_stop_handlers();
+    // A directory no checkpoint can go to is a mistake to report now, not as
+    // a warning at every checkpoint of a long run.
+    Outcome o;
+    if (rank_ == 0)
+      o = attempt([&] {
+        std::error_code ec;
+        std::filesystem::create_directories(cfg_.checkpoint_dir, ec);
+        if (!std::filesystem::is_directory(cfg_.checkpoint_dir))
+          LPSGD_USAGE_ERROR("cannot create --checkpoint-dir " << cfg_.checkpoint_dir << ": "
+                                                              << (ec ? ec.message() : "not a directory"));
+        if (::access(cfg_.checkpoint_dir.c_str(), W_OK | X_OK) != 0)
+          LPSGD_USAGE_ERROR("--checkpoint-dir " << cfg_.checkpoint_dir << " is not writable: "
+                                                << std::strerror(errno));
+      });
+    share_outcome(o, ctl_);
   }
   if (cfg_.resume.empty()) LPSGD_USAGE_ERROR("--resume must be auto, none or a checkpoint file");
   const bool resumed = resume();
@@ -329,21 +421,29 @@ io::Checkpoint Run::snapshot() {
   return c;
 }
 
-void Run::save() {
+void Run::save(bool periodic) {
   const double t0 = now_s();
   // Every rank must hold what rank 0 writes.
   check_identical("at checkpoint step " + std::to_string(step_));
   std::string path;
   Outcome o;
-  if (rank_ == 0)
+  if (rank_ == 0) {
     o = attempt([&] {
       io::Checkpoint c = snapshot();
       path = io::write_checkpoint(cfg_.checkpoint_dir, c, cfg_.keep);
     });
-  share_outcome(o, ctl_);
-  last_ckpt_step_ = step_;
-  last_ckpt_time_ = now_s();
+    if (periodic && !cfg_.checkpoint_failure_abort && o.code == Outcome::kRuntime) {
+      // write_checkpoint left no trace: the checkpoints before are intact and
+      // the next one due is tried again.
+      LPSGD_WARN(o.message);
+      o.code = Outcome::kWarned;
+    }
+  }
+  const bool written = share_outcome(o, ctl_);
+  last_ckpt_time_ = now_s();  // a failed one too: the next is due an interval later
   ckpt_s_ += last_ckpt_time_ - t0;
+  if (!written) return;
+  last_ckpt_step_ = step_;
   LPSGD_INFO("checkpoint " << path << " (step " << step_ << ", "
                            << fixed(1e3 * (last_ckpt_time_ - t0), 0) << " ms)");
 }
@@ -454,7 +554,7 @@ bool Run::step_boundary() {
   if (rank_ == 0 && cfg_.checkpoint_every_minutes > 0 &&
       now_s() - last_ckpt_time_ >= 60 * cfg_.checkpoint_every_minutes)
     want[1] = 1;
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, want, 2, MPI_INT, MPI_MAX, ctl_));
+  small().allreduce(want, 2, MPI_INT, MPI_MAX, "agreement on signals at step " + std::to_string(step_));
   if (want[0]) {
     save();
     if (rank_ == 0) {
@@ -464,7 +564,8 @@ bool Run::step_boundary() {
     interrupted_ = true;
     return true;
   }
-  if (want[1] || (cfg_.checkpoint_every > 0 && step_ % cfg_.checkpoint_every == 0)) save();
+  if (want[1] || (cfg_.checkpoint_every > 0 && step_ % cfg_.checkpoint_every == 0))
+    save(/*periodic=*/true);
   return false;
 }
 
@@ -481,7 +582,7 @@ std::string Run::check_identical(const std::string& when) {
                     host_params_.size() * sizeof(float));
   const uint64_t mine = checksum64(host_params_.data(), host_params_.size() * sizeof(float));
   std::vector<uint64_t> all(static_cast<size_t>(world_));
-  MPI_CHECK(MPI_Allgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, ctl_));
+  small().allgather(&mine, all.data(), MPI_UINT64_T, "comparison of parameter checksums " + when);
   for (int r = 1; r < world_; ++r) {
     if (all[static_cast<size_t>(r)] != all[0])
       LPSGD_THROW("parameters differ across ranks " << when << ": rank 0 has checksum "
@@ -540,15 +641,21 @@ void Run::evaluate(const char* kind) {
   nn::LossStats local;
   io::Batch b;
   const size_t sample = static_cast<size_t>(test_->shape().sample_elems());
-  while (test_->next(b)) {
-    if (b.size == 0) continue;
-    dev_.copy_from_host(x_.data(), b.x.data(), static_cast<size_t>(b.size) * sample * sizeof(float));
-    dev_.copy_from_host(y_.data(), b.y.data(), static_cast<size_t>(b.size) * sizeof(int32_t));
-    const nn::Tensor x(dev_, x_.as<float>(), model_->input_shape().with_batch(b.size));
-    local += model_->evaluate(x, y_.as<int32_t>());
-  }
-  const nn::LossStats test = sum_over_ranks(local, ctl_);
-  const nn::LossStats trained = sum_over_ranks(interval_, ctl_);
+  // No collective inside the loop: a rank whose test data cannot be read
+  // leaves it early and every rank learns of it below.
+  agree(attempt([&] {
+          while (test_->next(b)) {
+            if (b.size == 0) continue;
+            dev_.copy_from_host(x_.data(), b.x.data(),
+                                static_cast<size_t>(b.size) * sample * sizeof(float));
+            dev_.copy_from_host(y_.data(), b.y.data(), static_cast<size_t>(b.size) * sizeof(int32_t));
+            const nn::Tensor x(dev_, x_.as<float>(), model_->input_shape().with_batch(b.size));
+            local += model_->evaluate(x, y_.as<int32_t>());
+          }
+        }),
+        small(), rank_, world_);
+  const nn::LossStats test = sum_over_ranks(local, small());
+  const nn::LossStats trained = sum_over_ranks(interval_, small());
   interval_ = {};
   std::ostringstream when;
   when << "at step " << step_;
@@ -610,7 +717,17 @@ TrainResult Run::go() {
   io::Batch end;
   while (!finished()) {
     const double t0 = now_s();
-    const bool got = train_->next(batch_);
+    bool got = false;
+    try {
+      got = train_->next(batch_);
+    } catch (const Error& e) {
+      // Unreadable data (a damaged chunk): the others are about to wait for
+      // this rank in the step's exchange. The communicator's error notice
+      // reaches every rank along the chain there, so each stops with this
+      // message, at no cost to steps that read well.
+      comm_->report_error(e.message());
+      throw;
+    }
     const double dt = now_s() - t0;
     if (!got) {
       // The loader is at the next epoch now.

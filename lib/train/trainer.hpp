@@ -60,6 +60,11 @@ struct TrainConfig {
   double checkpoint_every_minutes = 0;
   int keep = 3;
   std::string resume = "auto";        ///< auto, none or a checkpoint path
+  /// A periodic checkpoint that cannot be written (full disk, unwritable
+  /// directory): false warns once and trains on (the next one is tried
+  /// again); true stops the run. The final and a signal's checkpoint always
+  /// stop it.
+  bool checkpoint_failure_abort = false;
   /// The whole configuration as INI text, stored in checkpoints.
   std::string config_text;
 };

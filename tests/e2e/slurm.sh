@@ -8,6 +8,9 @@
 #  - train.sbatch on 2 tasks gets USR1 mid-run (as from --signal=B:USR1@...):
 #    lpsgd checkpoints, the job requeues itself, resumes, and ends with the
 #    same parameters (checkpoint checksum) as the same run straight through;
+#  - train.sbatch (srun) with one task killed (SIGKILL): every rank gone
+#    within 10 s, the job FAILED and not requeued, srun's line and rank 0's
+#    error name the lost task;
 #  - the cluster stops with no daemon left, also when a check fails.
 # Exits 77 (skipped) where the cluster cannot run: not root, Slurm or munge missing.
 set -u
@@ -256,5 +259,54 @@ print(f"checksum {a['checksum']}, metrics steps {m}")
 EOF
 ); then ok "resumed = straight: $cmp"; else fail "$cmp"; fi
 ((fails)) && dump "$id"
+
+# ---- training: one task killed ------------------------------------------------------
+# srun --kill-on-bad-exit (jobs/slurm/lib.sh) ends the step when a task dies.
+phase "train.sbatch (srun): a task killed"
+write_config 1000000
+run=$tmp/killed
+id=$(LPSGD=$LPSGD CONFIG=$tmp/tiny.ini RUN_DIR=$run LAUNCHER=srun submit --nodes=1 --ntasks-per-node=2 \
+     --time=15 "$root/jobs/slurm/train.sbatch") || fail "sbatch train.sbatch"
+out=$jobdir/lpsgd-train-$id.out
+# rank_pid R: the lpsgd process of task R of the job.
+rank_pid() {
+  local p env
+  for p in /proc/[0-9]*; do
+    [[ $(cat "$p/comm" 2>/dev/null) == lpsgd ]] || continue
+    mapfile -d '' env 2>/dev/null <"$p/environ" || continue
+    [[ " ${env[*]} " == *" SLURM_JOB_ID=$id "* && " ${env[*]} " == *" SLURM_PROCID=$1 "* ]] &&
+      { echo "${p#/proc/}"; return 0; }
+  done
+  return 1
+}
+# Both ranks up, then 2 s into training (the run takes over 10 s; srun passes
+# its progress lines on only in large pieces, so they cannot tell).
+deadline=$((SECONDS + 60)) p0="" p1=""
+while [[ -z $p0 || -z $p1 ]] && ((SECONDS < deadline)); do
+  p0=$(rank_pid 0) p1=$(rank_pid 1)
+  [[ -n $p0 && -n $p1 ]] || sleep 0.2
+done
+sleep 2
+if [[ -z $p0 || -z $p1 ]] || ! kill -0 "$p0" "$p1" 2>/dev/null; then
+  fail "training job: no running ranks found"; dump "$id"
+else
+  t0=$(ms)
+  kill -KILL "$p1"
+  while { kill -0 "$p0" || kill -0 "$p1"; } 2>/dev/null && (($(ms) - t0 < 20000)); do sleep 0.02; done
+  gone_ms=$(($(ms) - t0))
+  check "every rank gone ${gone_ms} ms after SIGKILL to task 1 (at most 10 s)" test "$gone_ms" -le 10000
+  state=$(wait_job "$id" 60)
+  check "job ended FAILED (got $state), not requeued (Restarts=$(job_field "$id" Restarts))" \
+    test "$state" = FAILED -a "$(job_field "$id" Restarts)" = 0
+  if line=$(grep -E -m1 'task 1: Killed' "$out"); then ok "a line names the lost task: $line"
+  else fail "no line names task 1 as killed"; dump "$id"; fi
+  # Rank 0 itself names it too, a second into its wait (srun's SIGTERM only
+  # asks for a checkpoint, which cannot be written without rank 1).
+  if line=$(grep -E -m1 '^lpsgd: error: \[rank 0\] .*rank 1 \(right neighbour, pid [0-9]+\) has ended' "$out"); then
+    ok "rank 0: $line"
+  else
+    fail "rank 0 did not name rank 1 as ended"; dump "$id"
+  fi
+fi
 
 end

@@ -129,6 +129,19 @@ TEST(Cli, ParseBytes) {
   EXPECT_EQ(cli::format_bytes(1000), "1000");
 }
 
+TEST(Cli, ShortestReadsBackExactly) {
+  EXPECT_EQ(cli::shortest(0.05), "0.05");
+  EXPECT_EQ(cli::shortest(0.9), "0.9");
+  EXPECT_EQ(cli::shortest(300.0), "300");
+  EXPECT_EQ(cli::shortest(0.0), "0");
+  EXPECT_EQ(cli::shortest(1e-4), "1e-4");
+  EXPECT_EQ(cli::shortest(1e6), "1e6");
+  EXPECT_EQ(cli::shortest(-2.5e-10), "-2.5e-10");
+  EXPECT_EQ(cli::shortest(0.1f), "0.1");
+  for (double v : {0.1, 1.0 / 3, 2.0 / 3e-7, 123456.789, 1.7976931348623157e308})
+    EXPECT_EQ(std::stod(cli::shortest(v)), v) << cli::shortest(v);
+}
+
 TEST(Cli, SplitList) {
   EXPECT_EQ(cli::split_list("lp,mst,,be"), (std::vector<std::string>{"lp", "mst", "be"}));
   EXPECT_TRUE(cli::split_list("").empty());

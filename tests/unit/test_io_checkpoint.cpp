@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <utime.h>
 
+#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -233,11 +234,12 @@ TEST(Checkpoint, KeepsTheNewestKAndMovesLatest) {
     write_checkpoint(dir / "file", c, 2);
     ADD_FAILURE() << "a file accepted as checkpoint directory";
   } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::Usage);
-    EXPECT_NE(e.message().find("cannot create checkpoint directory " + (dir / "file")),
-              std::string::npos)
-        << e.message();
+    // One line in the system's words, the errno kept for the caller.
+    EXPECT_EQ(e.kind(), ErrorKind::Runtime);
+    EXPECT_EQ(e.message(), "checkpoint at step 60 not written: Not a directory");
+    EXPECT_EQ(e.sys_errno(), ENOTDIR);
   }
+  EXPECT_EQ(names_in(dir), (std::vector<std::string>{"ckpt-000000060.h5", "file", "latest"}));
 }
 
 TEST(Checkpoint, ResumeFindsNothingInAMissingOrEmptyDirectory) {
@@ -440,6 +442,21 @@ TEST(Checkpoint, MissingOrWrongAttributesAreNamed) {
       EXPECT_NE(e.message().find("nope.h5: no such checkpoint file"), std::string::npos)
           << e.message();
     }
+  }
+}
+
+// HDF5 describes a failed system call over several lines (ctime's newline,
+// buffer addresses, offsets); lpsgd passes on one line and the errno.
+TEST(Checkpoint, SystemErrorsAreOneLineWithTheErrno) {
+  TempDir dir;
+  try {
+    h5::File::create(dir / "missing/x.h5");
+    ADD_FAILURE() << "created a file in a missing directory";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.sys_errno(), ENOENT);
+    EXPECT_EQ(e.message().find('\n'), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find(std::strerror(ENOENT)), std::string::npos) << e.message();
+    EXPECT_EQ(e.message().find("errno ="), std::string::npos) << e.message();
   }
 }
 

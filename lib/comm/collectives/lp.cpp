@@ -278,14 +278,16 @@ class LpCollective final : public LpBlocks {
         }
       if (inner_)
         os << (*sep ? " or " : "") << "a free slot towards rank " << inner_->peer() << " ("
-           << side(inner_) << " neighbour)";
+           << side(inner_) << " neighbour) for block " << r_done_;
+      os << " of " << k_;
       return os.str();
     }
     if (bcast_ && inner_ && b_ready_ < k_)
-      os << "finished block " << b_ready_ << " from rank " << inner_->peer() << " ("
-         << side(inner_) << " neighbour)";
+      os << "finished block " << b_ready_ << " of " << k_ << " from rank " << inner_->peer()
+         << " (" << side(inner_) << " neighbour)";
     else
-      os << "outstanding sends of the last blocks to the outer neighbours";
+      os << "outstanding sends of the last blocks (up to block " << k_ - 1
+         << ") to the outer neighbours";
     return os.str();
   }
 
@@ -423,7 +425,8 @@ class LpPairAllreduce final : public LpBlocks {
          << link_->peer() << " (" << side << " neighbour)";
       if (sent_ < tx_.size()) os << " or a free slot towards it";
     } else if (sent_ < tx_.size()) {
-      os << "a free slot towards rank " << link_->peer() << " (" << side << " neighbour)";
+      os << "a free slot towards rank " << link_->peer() << " (" << side
+         << " neighbour) for block " << tx_[sent_].block;
     } else {
       os << "outstanding sends of the last blocks to rank " << link_->peer();
     }
