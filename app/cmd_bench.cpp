@@ -40,6 +40,7 @@ struct Row {
   uint64_t bytes = 0, count = 0, block = 0;
   int root = 0, ranks = 0;
   double time_us = 0, algbw = 0, busbw = 0, predicted_us = 0;
+  bool calibrated = false;  ///< predicted_us from a measured model
   int64_t wrong = -1;  ///< -1: not checked
 };
 
@@ -76,13 +77,13 @@ std::string json_row(const Row& r) {
                 "{\"op\": \"%s\", \"algo\": \"%s\", \"dtype\": \"%s\", \"bytes\": %llu, "
                 "\"count\": %llu, \"root\": %d, \"ranks\": %d, \"block\": %llu, "
                 "\"time_us\": %.3f, \"algbw_gbs\": %.4f, \"busbw_gbs\": %.4f, "
-                "\"predicted_us\": %s, \"wrong\": %lld}",
+                "\"predicted_us\": %s, \"calibrated\": %s, \"wrong\": %lld}",
                 r.op.c_str(), r.algo.c_str(), r.dtype.c_str(),
                 static_cast<unsigned long long>(r.bytes), static_cast<unsigned long long>(r.count),
                 r.root, r.ranks, static_cast<unsigned long long>(r.block), r.time_us, r.algbw,
                 r.busbw,
                 std::isfinite(r.predicted_us) ? std::to_string(r.predicted_us).c_str() : "null",
-                static_cast<long long>(r.wrong));
+                r.calibrated ? "true" : "false", static_cast<long long>(r.wrong));
   return buf;
 }
 
@@ -200,6 +201,8 @@ int run_bench(int argc, char** argv) {
   o.window = window;
   o.timeout_s = timeout;
   o.calibration_file = calib;
+  // auto chooses by the model: measure it first where it was never calibrated.
+  o.calibrate_if_missing = std::find(algos.begin(), algos.end(), Algo::Auto) != algos.end();
   o.slot_bytes = std::max<size_t>(block ? block : 0, 4u << 20);
   // Collectives run on the device's communication queue, as in training; a
   // timed iteration ends when that queue has finished.
@@ -247,6 +250,11 @@ int run_bench(int argc, char** argv) {
                 comm.chain().describe().c_str(),
                 comm.chain().links() == LinksMode::Mpi ? "mpi" : "auto", window,
                 dev->name().c_str());
+    if (comm.model().calibrated)
+      std::printf("# cost model: %s\n", comm.model().source.c_str());
+    else
+      std::printf("# cost model: built-in defaults, not this machine's: predictions marked ~ are rough "
+                  "(lpsgd bench --calibrate measures it)\n");
     std::printf("# %10s %12s %6s %9s %5s %5s %8s %12s %8s %8s %8s %12s\n", "size", "count", "type",
                 "op", "root", "algo", "block", "time(us)", "algbw", "busbw", "#wrong", "pred(us)");
   }
@@ -345,10 +353,13 @@ int run_bench(int argc, char** argv) {
                                                         static_cast<double>(rb), LinkMix::of(comm.chain()));
         }
         row.wrong = copy_row ? -1 : wrong[a];
+        row.calibrated = comm.model().calibrated;
         rows.push_back(row);
         if (me == 0) {
           char pred[32];
-          if (std::isfinite(row.predicted_us)) std::snprintf(pred, sizeof pred, "%12.1f", row.predicted_us);
+          if (std::isfinite(row.predicted_us))
+            std::snprintf(pred, sizeof pred, "%s%11.1f", comm.model().calibrated ? " " : "~",
+                          row.predicted_us);
           else std::snprintf(pred, sizeof pred, "%12s", "n/a");
           std::printf("  %10s %12llu %6s %9s %5d %5s %8s %12.1f %8.2f %8.2f %8s %s\n",
                       cli::format_bytes(row.bytes).c_str(), static_cast<unsigned long long>(count),

@@ -80,7 +80,7 @@ int run_train(int argc, char** argv) {
     ("min-lr", cli::value_with_default(&min_lr), "cosine schedule: final learning rate")
     ("seed", po::value(&c.seed)->default_value(c.seed), "seed of the initial parameters and the data order")
     ("sync", po::value(&sync)->default_value(sync), "allreduce or reduce-bcast (gradients to rank 0, parameters back)")
-    ("algo", po::value(&algo)->default_value(algo), "collective algorithm: lp, mst, be, ring, mpi or auto")
+    ("algo", po::value(&algo)->default_value(algo), "collective algorithm: lp, tree, mst, be, ring, mpi or auto (per bucket, by the cost model)")
     ("block", po::value(&block)->default_value(block), "LP block size in bytes (K/M suffixes) or auto")
     ("bucket-mb", cli::value_with_default(&bucket_mb), "largest gradient bucket in MiB (0: one bucket)")
     ("overlap", po::value(&overlap)->default_value(overlap), "on: exchange buckets during backward; off: after it")

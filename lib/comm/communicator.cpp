@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <iomanip>
 
+#include "comm/calibrate.hpp"
 #include "comm/collectives/factory.hpp"
 #include "comm/links/device_mpi_link.hpp"
 #include "comm/links/link_builder.hpp"
@@ -13,6 +15,8 @@
 #include "comm/requests.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/timer.hpp"
+#include "lpsgd/config.hpp"
 
 namespace lpsgd::comm {
 
@@ -43,11 +47,45 @@ Communicator::Communicator(MPI_Comm parent, Device& dev, CommOptions opts)
   // Cost model: rank 0 reads the calibration and everyone uses its numbers,
   // so `auto` chooses the same algorithm and block everywhere.
   if (chain_->pos() == 0) model_ = CostModel::load_or_default(opts_.calibration_file);
+  share_model();
+  if (!model_.calibrated && opts_.calibrate_if_missing && size() > 1 &&
+      dev.kind() == DeviceKind::Cpu && !build::smpi)
+    calibrate_now();
+  model_.window = opts_.window;
+  LPSGD_DEBUG("chain " << chain_->describe());
+}
+
+// Everyone uses rank 0's numbers, so `auto` resolves identically everywhere.
+void Communicator::share_model() {
   std::array<double, CostModel::kParams> params = model_.params();
   MPI_CHECK(MPI_Bcast(params.data(), CostModel::kParams, MPI_DOUBLE, 0, ctrl_comm_));
   model_.set_params(params);
-  model_.window = opts_.window;
-  LPSGD_DEBUG("chain " << chain_->describe());
+  int flags[2] = {model_.mpi_neighbour_links ? 1 : 0, model_.calibrated ? 1 : 0};
+  MPI_CHECK(MPI_Bcast(flags, 2, MPI_INT, 0, ctrl_comm_));
+  model_.mpi_neighbour_links = flags[0] == 1;
+  model_.calibrated = flags[1] == 1;
+}
+
+// No calibration file: measure this job's links and reductions (calibrate.cpp,
+// about a second) and keep the result where the next job finds it.
+void Communicator::calibrate_now() {
+  const double t0 = now_s();
+  CostModel m = calibrate(chain_->comm(), dev_, opts_.ranks_per_node);
+  const std::string path = CostModel::default_path();
+  m.calibrated = true;
+  m.source = path + " (measured now)";
+  if (chain_->pos() == 0) {
+    try {
+      m.save(path);
+      LPSGD_INFO("cost model calibrated in " << std::fixed << std::setprecision(1) << now_s() - t0
+                                             << " s, kept in " << path);
+    } catch (const Error& e) {
+      LPSGD_WARN("cost model calibrated, but not kept: " << e.message());
+      m.source = "measured now, not kept";
+    }
+  }
+  model_ = m;
+  share_model();
 }
 
 Communicator::~Communicator() {

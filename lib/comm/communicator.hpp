@@ -40,7 +40,11 @@ struct CommOptions {
   int window = 4;                  ///< blocks in flight per link direction (W)
   size_t slot_bytes = 1u << 20;    ///< largest LP block; W slots of this per link direction
   double timeout_s = 300;          ///< --comm-timeout: a stall this long is an error
-  std::string calibration_file;    ///< α/β/γ file; empty: LPSGD_CALIBRATION or built-in defaults
+  std::string calibration_file;    ///< α/β/γ file; empty: CostModel::default_path()
+  /// Without a calibration file, measure α, β, γ now (about a second, once per
+  /// machine) and keep them in CostModel::default_path(): what `auto` needs
+  /// to choose well. Off: the built-in defaults.
+  bool calibrate_if_missing = false;
   /// Copy MPI traffic through pinned host buffers even where MPI could take
   /// the device's memory (how a GPU without CUDA-aware MPI works; on the CPU
   /// this tests that path).
@@ -124,6 +128,8 @@ class Communicator {
   }
 
  private:
+  void share_model();
+  void calibrate_now();
   void post_error_recv(int side);
   void find_local_neighbours();
   /// Sends an error notice to the neighbour on `side` (0 left, 1 right), once.

@@ -9,6 +9,8 @@
 #include <limits>
 #include <sstream>
 
+#include <unistd.h>
+
 #include "comm/chain.hpp"
 #include "core/error.hpp"
 
@@ -291,7 +293,10 @@ void CostModel::set_params(const std::array<double, kParams>& p) {
 std::string CostModel::default_path() {
   if (const char* e = std::getenv("LPSGD_CALIBRATION"); e && *e) return e;
   const char* home = std::getenv("HOME");
-  return std::string(home && *home ? home : ".") + "/.cache/lpsgd/calibration.ini";
+  char host[256] = "localhost";
+  gethostname(host, sizeof host - 1);
+  host[sizeof host - 1] = '\0';
+  return std::string(home && *home ? home : ".") + "/.cache/lpsgd/calibration-" + host + ".ini";
 }
 
 CostModel CostModel::load_or_default(const std::string& path_in) {
@@ -332,6 +337,8 @@ CostModel CostModel::load_or_default(const std::string& path_in) {
     else if (flag) m.mpi_neighbour_links = v == 1;
     // other keys (comments about how it was measured) are ignored
   }
+  m.calibrated = true;
+  m.source = path;
   return m;
 }
 

@@ -69,11 +69,18 @@ class CostModel {
   /// than one NIC per node into a switch. Calibration key mpi_neighbour_links.
   bool mpi_neighbour_links = false;
 
-  /// Reads `path` (or $LPSGD_CALIBRATION when path is empty); defaults if absent.
+  /// Measured numbers (read from a calibration file or just measured), not
+  /// the built-in defaults; `source` says from where.
+  bool calibrated = false;
+  std::string source = "built-in defaults";
+
+  /// Reads `path` (or the default path when empty); defaults if absent.
   static CostModel load_or_default(const std::string& path);
   /// Writes `name = value` lines; atomically (temporary file, then rename).
   void save(const std::string& path) const;
-  /// The default calibration file: $LPSGD_CALIBRATION, else ~/.cache/lpsgd/calibration.ini.
+  /// The default calibration file: $LPSGD_CALIBRATION, else
+  /// ~/.cache/lpsgd/calibration-HOST.ini (one per machine: a shared home
+  /// directory holds every node's own).
   static std::string default_path();
 
   std::array<double, kParams> params() const { return {alpha_shm, beta_shm, alpha_mpi, beta_mpi, gamma}; }

@@ -55,7 +55,7 @@ std::string GradSync::describe() const {
     comm::CollArgs a{kind, nullptr, nullptr, largest, DType::F32, comm::ReduceOp::Avg, 0};
     auto [algo, block] = comm_.resolve(opt_.algo, a, opt_.block_bytes);
     os << ", " << comm::algo_name(algo);
-    if (algo == comm::Algo::Lp) os << " block " << cli::format_bytes(block);
+    if (comm::uses_blocks(algo)) os << " block " << cli::format_bytes(block);
   }
   return os.str();
 }

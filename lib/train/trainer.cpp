@@ -332,6 +332,7 @@ Run::Run(Device& dev, const TrainConfig& cfg) : dev_(dev), cfg_(cfg), bar_(cfg.p
   co.ranks_per_node = cfg_.ranks_per_node;
   co.window = cfg_.window;
   co.timeout_s = cfg_.comm_timeout_s;
+  co.calibrate_if_missing = cfg_.sync.algo == comm::Algo::Auto;
   // Collectives run on the communication stream (a GPU's second stream; the
   // device itself on a CPU), GradSync orders them against the compute stream.
   comm_ = std::make_unique<comm::Communicator>(MPI_COMM_WORLD, dev_.comm_queue(), co);
