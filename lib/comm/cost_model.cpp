@@ -165,6 +165,14 @@ double CostModel::predict(Algo algo, CollKind kind, double n, int P, int root, d
   // link; on one node they are copies through the memory all ranks share, and
   // β_mpi, γ are measured one pair at a time: there the bytes every rank moves
   // add up (nm for BE and ring, whose ranks all move data in every round).
+  // A network of links between chain neighbours only (a ring or chain of
+  // point-to-point links): the trees and BE send between ranks many links
+  // apart, whose flows share those links in ways this model does not price,
+  // so their time is unknown (and auto never picks them there). LP and ring
+  // talk to chain neighbours (ring's one closing message aside).
+  if (mpi_neighbour_links && mix.mpi && P > 2 &&
+      (algo == Algo::Tree || algo == Algo::Mst || algo == Algo::Be))
+    return std::numeric_limits<double>::quiet_NaN();
   const bool one_node = mix.shm && !mix.mpi;
   const double nm = one_node ? n * P : n;
   switch (algo) {
@@ -210,20 +218,15 @@ double CostModel::predict(Algo algo, CollKind kind, double n, int P, int root, d
 // (an allreduce: up and back down), each a block sent to two children at once.
 // T = S·h + (k − 1)·p, h = α + 2b(β + γ'), p = α + c·bβ (+ 2bγ per reduction
 // step, overlapped when W ≥ 2), γ' = γ where the hop ends in a reduction.
-// On one node the ranks' copies share one memory (×P, as for BE and ring); on
-// a ring network a tree's edges span up to Q/2 links, which their flows share
-// (×D, and α per link crossed).
+// On one node the ranks' copies share one memory (×P, as for BE and ring).
 double CostModel::tree_time(CollKind kind, double n, int P, double b, LinkMix mix) const {
   if (P <= 1 || n <= 0) return 0.0;
   const int D = tree_levels(kind, P);
   const bool all = kind == CollKind::Allreduce;
   const double S = all ? 2.0 * D : D + 1.0;
-  double beta = beta_mpi, a_hop = alpha_mpi, a_fill = alpha_mpi;
+  double beta = beta_mpi;
   if (mix.shm && !mix.mpi) beta *= P;
-  if (mpi_neighbour_links) {
-    beta *= std::max(1, D);
-    a_fill = alpha_mpi * (P - 1.0) / std::max(1.0, S);  // the fill crosses ~P links in all
-  }
+  const double a_hop = alpha_mpi, a_fill = alpha_mpi;
   const double g = kind == CollKind::Bcast ? 0.0 : gamma;
   const double k = std::ceil(n / 2 / b);
   const double h = a_fill + 2 * b * (beta + g);
