@@ -44,11 +44,11 @@ check_run() {  # NAME ROWS NP bench-args...: exits 0, no wrong element, ROWS che
   echo "ok: $name: $rows rows, every result exact"
 }
 
-# 4 sizes (1000 B to 300 KiB) x (bcast 3 + reduce 3 + allreduce 4 algorithms).
-check_run p4-w1 40 4 --op bcast,reduce,allreduce --algo lp,mst,be,ring -b 1000 -e 300K -f 17 \
+# 4 sizes (1000 B to 300 KiB) x (bcast 4 + reduce 4 + allreduce 5 algorithms).
+check_run p4-w1 52 4 --op bcast,reduce,allreduce --algo lp,tree,mst,be,ring -b 1000 -e 300K -f 17 \
   -n 2 -w 1 --window 1 --root 0
 # Non-power-of-two P, a root inside the chain, small blocks, several in flight.
-check_run p5-w4 40 5 --op bcast,reduce,allreduce --algo lp,mst,be,ring -b 1000 -e 300K -f 17 \
+check_run p5-w4 52 5 --op bcast,reduce,allreduce --algo lp,tree,mst,be,ring -b 1000 -e 300K -f 17 \
   -n 2 -w 1 --window 4 --block 4K --root 2
 # The simulated clock is read: 1 MiB at 10 Gb/s takes about 0.84 ms of simulated time.
 if sim 2 --op bcast --algo lp -b 1M -e 1M -n 1 -w 0 >"$tmp/t.out" 2>&1 &&
