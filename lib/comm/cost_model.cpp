@@ -229,7 +229,9 @@ double CostModel::tree_time(CollKind kind, double n, int P, double b, LinkMix mi
   const double a_hop = alpha_mpi, a_fill = alpha_mpi;
   const double g = kind == CollKind::Bcast ? 0.0 : gamma;
   const double k = std::ceil(n / 2 / b);
-  const double h = a_fill + 2 * b * (beta + g);
+  // A fill hop sends a block to two children at once, except in an
+  // allreduce over fewer than 3 ranks, where no tree rank has two.
+  const double h = a_fill + (all && P < 3 ? 1 : 2) * b * (beta + g);
   // Blocks through the busiest NIC per step: an allreduce rank inner in one
   // tree with a parent there takes 2 partials and 1 result and sends 1 partial
   // and 2 results, and 1 of each as a leaf of the other tree; with Q < 4 no

@@ -169,9 +169,10 @@ TEST(CostModel, TreeIsFillPlusSteps) {
   // Allreduce, P = 8: D = 3, S = 2D = 6; an inner rank's NIC moves 4 blocks a step.
   EXPECT_DOUBLE_EQ(m.predict(Algo::Tree, CollKind::Allreduce, 1000, 8, 0, blk, kMpi),
                    6 * (a + 2 * blk * (b + g)) + 4 * (a + 4 * blk * b + 2 * blk * g));
-  // P = 2: each rank is one tree's root and the other's leaf: 2 blocks a step.
+  // P = 2: each rank is one tree's root and the other's leaf: 2 blocks a
+  // step, and a fill hop is one block to one child.
   EXPECT_DOUBLE_EQ(m.predict(Algo::Tree, CollKind::Allreduce, 1000, 2, 0, blk, kMpi),
-                   2 * (a + 2 * blk * (b + g)) + 4 * (a + 2 * blk * b + 2 * blk * g));
+                   2 * (a + blk * (b + g)) + 4 * (a + 2 * blk * b + 2 * blk * g));
   EXPECT_DOUBLE_EQ(m.predict(Algo::Tree, CollKind::Bcast, 1000, 1, 0, blk, kMpi), 0.0);
   // The best block is the prediction's minimum.
   for (int P : {3, 64, 1024})
