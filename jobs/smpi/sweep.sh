@@ -9,6 +9,10 @@
 #
 # Defaults: P = 2, 4, ..., 1024, 64 MiB float sum, all three collectives, the
 # four algorithms, jobs/smpi/cluster-10g.xml, out runs/smpi-<platform>/.
+# The grid of docs/simulation.md (about 1.5 h on one core; P = 4096 would take
+# hours, start-up alone growing as P^2, and the platforms have 1024 hosts):
+#   jobs/smpi/sweep.sh --ranks 2,8,64,256,1024 --bytes 64K,1M,16M,64M \
+#                      --op bcast,allreduce --algo lp,tree,be,ring,auto
 #
 # How it simulates (why each setting: SIMGRID.md-style notes in README.md):
 #  - SMPI's calibrated TCP factors and ack cross-traffic off, so a message of
@@ -176,6 +180,9 @@ find "$out/rows" -name '*.json' -size +0 | sort -V | xargs cat >"$out/results.js
 echo "# $(wc -l <"$out/results.json") rows in $out/results.json; sweep took $(((SECONDS - start) / 60))m$(((SECONDS - start) % 60))s"
 if /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
   "$root/jobs/plot/bench.py" "$out/results.json" --out "$out"
+  # Best algorithm and auto's time against it over (P, n): grid_<op>.png.
+  "$root/jobs/plot/grid.py" "$out" --out "$out" --title "$(basename "$platform" .xml)" >"$out/grid.md"
+  echo "# best algorithm per (P, n) in $out/grid.md and $out/grid_*.png"
 else
   echo "# no matplotlib for /usr/bin/python3: no plots"
 fi

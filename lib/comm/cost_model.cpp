@@ -168,8 +168,8 @@ double CostModel::predict(Algo algo, CollKind kind, double n, int P, int root, d
   // A network of links between chain neighbours only (a ring or chain of
   // point-to-point links): the trees and BE send between ranks many links
   // apart, whose flows share those links in ways this model does not price,
-  // so their time is unknown (and auto never picks them there). LP and ring
-  // talk to chain neighbours (ring's one closing message aside).
+  // so their time is unknown (and auto never picks them there). LP talks to
+  // chain neighbours only, ring too but for its closing message (below).
   if (mpi_neighbour_links && mix.mpi && P > 2 &&
       (algo == Algo::Tree || algo == Algo::Mst || algo == Algo::Be))
     return std::numeric_limits<double>::quiet_NaN();
@@ -203,7 +203,10 @@ double CostModel::predict(Algo algo, CollKind kind, double n, int P, int root, d
       return fold + 2 * L2 * a + 2 * f2 * nm * bt + f2 * nm * g + (P != p2 ? a + nm * bt : 0.0);
     }
     case Algo::Ring:
-      return 2 * (P - 1) * (a + nm / P * bt) + frac * nm * g;
+      // On neighbour links the chain is not closed: the ring's last message
+      // of every round crosses all P − 1 links back to the first rank.
+      return 2 * (P - 1) * ((mpi_neighbour_links && mix.mpi ? P - 1.0 : 1.0) * a + nm / P * bt) +
+             frac * nm * g;
     default:
       return std::numeric_limits<double>::quiet_NaN();
   }

@@ -153,6 +153,11 @@ TEST(CostModel, AutoPicksByDepthAndLinks) {
   ring.mpi_neighbour_links = true;
   EXPECT_EQ(ring.best_algo(CollKind::Bcast, big, 256, 0, kMpi), Algo::Lp);
   EXPECT_EQ(ring.best_algo(CollKind::Allreduce, big, 256, 0, kMpi), Algo::Lp);
+  EXPECT_EQ(ring.best_algo(CollKind::Allreduce, 64.0 * 1024, 64, 0, kMpi), Algo::Lp);
+  // The ring algorithm's closing message crosses the whole chain each round.
+  EXPECT_DOUBLE_EQ(ring.predict(Algo::Ring, CollKind::Allreduce, 1000, 4, 0, 0, kMpi),
+                   2 * 3 * (3 * 2e-6 + 250 * 8e-10) + 0.75 * 1000 * 2e-10);
+  EXPECT_TRUE(std::isnan(ring.predict(Algo::Tree, CollKind::Bcast, big, 8, 0, 1e5, kMpi)));
 }
 
 TEST(CostModel, TreeIsFillPlusSteps) {
