@@ -4,12 +4,25 @@
 # be told to oversubscribe, not to bind and (as root) to run as root; MPICH's
 # Hydra does all three as it is and rejects Open MPI's options.
 #
+#   lpsgd_build_dir
+#     prints $LPSGD_BUILD, else the build tools/setup.sh makes for $LPSGD_MPI
+#     (build/ for openmpi, the default; build-mpich/ for mpich)
 #   lpsgd_mpi_launcher [BUILD_DIR]
 #     MPI_LAUNCHER  $MPIEXEC, else the build's MPIEXEC_EXECUTABLE (CMakeCache),
 #                   else mpirun
 #     MPI_FLAVOUR   openmpi, mpich or other (from the launcher's --version)
 #     MPIRUN        array: the launcher and its options for this machine
 #                   (oversubscribe, no binding, root allowed)
+
+lpsgd_build_dir() {
+  if [[ -n ${LPSGD_BUILD:-} ]]; then
+    echo "$LPSGD_BUILD"
+  elif [[ ${LPSGD_MPI:-openmpi} == mpich ]]; then
+    echo build-mpich
+  else
+    echo build
+  fi
+}
 
 # lpsgd_mpi_flavour LAUNCHER: prints openmpi, mpich or other.
 lpsgd_mpi_flavour() {
