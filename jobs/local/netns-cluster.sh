@@ -203,7 +203,7 @@ cmd_run() {
   # Open MPI's mpirun by name: the system's mpirun may be another MPI's.
   local mpirun=mpirun
   command -v mpirun.openmpi >/dev/null && mpirun=mpirun.openmpi
-  if ldd "$(command -v "$1" || echo "$1")" 2>/dev/null | grep -q libmpich; then
+  if [[ $(ldd "$(command -v "$1" || echo "$1")" 2>/dev/null) == *libmpich* ]]; then
     die "run: $1 is built with MPICH; the cluster runs Open MPI jobs (build with tools/setup.sh --mpi openmpi)"
   fi
   local nodes i

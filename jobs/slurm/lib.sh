@@ -13,7 +13,7 @@
 # picks one by local rank: peer links between GPUs need them all visible.
 slurm_launcher() {
   local how=${LAUNCHER:-auto} extra=() plugin=pmix mpirun=mpirun
-  if ldd "${LPSGD:-}" 2>/dev/null | grep -q libmpich; then
+  if [[ $(ldd "${LPSGD:-}" 2>/dev/null) == *libmpich* ]]; then
     plugin=pmi2 mpirun=mpirun.mpich
   elif command -v mpirun.openmpi >/dev/null; then
     mpirun=mpirun.openmpi

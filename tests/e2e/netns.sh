@@ -30,7 +30,7 @@ trap '$C down >/dev/null 2>&1; rm -rf "$tmp"' EXIT
 # through an rsh agent, and the cut-link case relies on its daemons' TCP
 # keepalives (--mca oob_tcp_keepalive_*). MPICH's Hydra has no counterpart set
 # up here, so an MPICH build skips.
-if [[ ${LPSGD_MPI_FLAVOUR:-openmpi} != openmpi ]] || ldd "$LPSGD" 2>/dev/null | grep -q libmpich; then
+if [[ ${LPSGD_MPI_FLAVOUR:-openmpi} != openmpi ]] || [[ $(ldd "$LPSGD" 2>/dev/null) == *libmpich* ]]; then
   echo "SKIP: the netns cluster runs Open MPI jobs (mpirun's rsh agent and TCP keepalives); this build uses ${LPSGD_MPI_FLAVOUR:-MPICH}"
   exit 0
 fi

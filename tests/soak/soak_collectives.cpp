@@ -42,6 +42,7 @@ namespace {
 
 constexpr size_t kMaxBytes = 10u << 20;           // the largest case
 constexpr size_t kSharedBytes = kMaxBytes + 64;   // + the oracle's overrun guard
+constexpr size_t kMaxBlocks = 4096;               // LP blocks per case, at most
 
 // splitmix64: small, and the same sequence everywhere.
 struct Rand {
@@ -133,6 +134,14 @@ SoakCase make_case(uint64_t seed) {
       c.count = c.count + 1 - std::min<size_t>(c.count, r.below(3));
       break;
     default: c.count = r.log_uniform(1, kMaxBytes) / esize; break;  // up to 10 MiB
+  }
+  // At most kMaxBlocks blocks: with ranks oversubscribed on few cores each
+  // block costs a scheduler hand-off (~0.7 ms at P=7 on 2 busy cores), so a
+  // 4-byte block of a 3.5 MiB message takes ~10 minutes. Clamped after the
+  // draws, so that the rest of every seed's case stays as it was.
+  if (c.block_bytes) {
+    const size_t least = (c.count + kMaxBlocks - 1) / kMaxBlocks * esize;
+    c.block_bytes = std::max(c.block_bytes, least);
   }
   c.in_place = r.one_in(2);
   s.shared = r.one_in(3);
