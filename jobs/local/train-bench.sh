@@ -23,7 +23,7 @@ while (($#)); do
   esac
 done
 [[ -x $build/bin/lpsgd ]] || { echo "train-bench.sh: error: $build/bin/lpsgd missing (run tools/setup.sh)" >&2; exit 2; }
-[[ -f data/fashion-mnist.h5 ]] || datasets/fashion-mnist.sh
+[[ -f data/fashion-mnist.h5 ]] || datasets/fashion-mnist.sh --lpsgd "$build/bin/lpsgd"
 lpsgd_mpi_launcher "$build"  # MPIRUN: oversubscribed, unbound, as root too
 
 # name|ranks|options

@@ -22,7 +22,7 @@ np=${NP:-2}
 run_dir=${RUN_DIR:-runs/$(basename "$config" .ini)-$(date +%Y%m%d-%H%M%S)}
 
 [[ ${SKIP_SETUP:-0} == 1 ]] || tools/setup.sh
-[[ -f data/fashion-mnist.h5 ]] || datasets/fashion-mnist.sh
+[[ -f data/fashion-mnist.h5 ]] || datasets/fashion-mnist.sh --lpsgd "$build/bin/lpsgd"
 
 mkdir -p "$run_dir"
 # More ranks than cores is allowed (slower, but it runs); as root too.

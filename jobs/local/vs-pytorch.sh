@@ -31,7 +31,7 @@ done
 [[ -x $build/bin/lpsgd ]] || { echo "vs-pytorch.sh: error: $build/bin/lpsgd missing (run tools/setup.sh)" >&2; exit 2; }
 /usr/bin/python3 -c "import torch" 2>/dev/null ||
   { echo "vs-pytorch.sh: error: PyTorch missing: apt-get install python3-torch (for measuring only)" >&2; exit 2; }
-[[ -f data/fashion-mnist.h5 ]] || datasets/fashion-mnist.sh
+[[ -f data/fashion-mnist.h5 ]] || datasets/fashion-mnist.sh --lpsgd "$build/bin/lpsgd"
 lpsgd_mpi_launcher "$build"  # MPIRUN: oversubscribed, unbound, as root too
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 
