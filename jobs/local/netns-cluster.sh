@@ -200,6 +200,12 @@ cmd_run() {
   (($#)) || die "run: nothing to run (netns-cluster.sh run -- lpsgd bench ...)"
   [[ $rpn =~ ^[1-9][0-9]*$ ]] || die "run: --ranks-per-node must be >= 1, got '$rpn'"
   [[ $1 == lpsgd ]] && set -- "$repo/build/bin/lpsgd" "${@:2}"
+  # Open MPI's mpirun by name: the system's mpirun may be another MPI's.
+  local mpirun=mpirun
+  command -v mpirun.openmpi >/dev/null && mpirun=mpirun.openmpi
+  if [[ $(ldd "$(command -v "$1" || echo "$1")" 2>/dev/null) == *libmpich* ]]; then
+    die "run: $1 is built with MPICH; the cluster runs Open MPI jobs (build with tools/setup.sh --mpi openmpi)"
+  fi
   local nodes i
   nodes=$(state_get nodes)
   : >"$STATE/hosts"
@@ -211,7 +217,7 @@ cmd_run() {
   # connections: a daemon cut off from mpirun notices in about 11 s, kills its
   # ranks and exits, rather than waiting forever on an idle connection.
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-    "${t[@]}" ip netns exec "$(ns 0)" mpirun -n $((nodes * rpn)) --hostfile "$STATE/hosts" \
+    "${t[@]}" ip netns exec "$(ns 0)" "$mpirun" -n $((nodes * rpn)) --hostfile "$STATE/hosts" \
     --mca plm_rsh_agent "$STATE/agent" --mca routed direct \
     --mca oob_tcp_keepalive_time 5 --mca oob_tcp_keepalive_intvl 2 --mca oob_tcp_keepalive_probes 3 \
     --mca oob_tcp_if_include 198.18.0.0/24 --mca btl_tcp_if_include 198.18.0.0/24 \

@@ -7,6 +7,10 @@
 #   jobs/local/train-bench.sh [--steps N] [--repeat R] [--config FILE] [--out FILE.json]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# LPSGD_MPI=mpich (or LPSGD_BUILD=DIR): the MPICH build, build-mpich/.
+# shellcheck source=tools/mpi.sh
+. tools/mpi.sh
+build=$(lpsgd_build_dir)
 
 steps=600 repeat=3 config=jobs/configs/fmnist-mlp.ini out=runs/train-bench.json
 while (($#)); do
@@ -18,9 +22,9 @@ while (($#)); do
     *) echo "train-bench.sh: error: unknown option '$1'" >&2; exit 2 ;;
   esac
 done
-[[ -x build/bin/lpsgd ]] || { echo "train-bench.sh: error: build/bin/lpsgd missing (run tools/setup.sh)" >&2; exit 2; }
-[[ -f data/fashion-mnist.h5 ]] || datasets/fashion-mnist.sh
-if [[ $(id -u) -eq 0 ]]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+[[ -x $build/bin/lpsgd ]] || { echo "train-bench.sh: error: $build/bin/lpsgd missing (run tools/setup.sh)" >&2; exit 2; }
+[[ -f data/fashion-mnist.h5 ]] || datasets/fashion-mnist.sh --lpsgd "$build/bin/lpsgd"
+lpsgd_mpi_launcher "$build"  # MPIRUN: oversubscribed, unbound, as root too
 
 # name|ranks|options
 cases=(
@@ -38,7 +42,7 @@ for ((r = 0; r < repeat; r++)); do
     IFS='|' read -r name np opts <<<"${cases[$i]}"
     echo "train-bench.sh: round $((r + 1))/$repeat: $name" >&2
     # shellcheck disable=SC2086  # opts is a list of options
-    mpirun -np "$np" --oversubscribe --bind-to none build/bin/lpsgd train --config "$config" \
+    "${MPIRUN[@]}" -n "$np" "$build/bin/lpsgd" train --config "$config" \
       --max-steps "$steps" --eval-every 0 --progress off $opts \
       --metrics "$tmp/$i-$r.jsonl" </dev/null >"$tmp/$i-$r.out" 2>&1 ||
       { echo "train-bench.sh: error: $name failed:" >&2; tail -3 "$tmp/$i-$r.out" >&2; exit 1; }

@@ -7,9 +7,13 @@
 #
 # Environment: NP (ranks, default 2), RUN_DIR (default runs/<config>-<time>;
 # point it at an earlier run's directory to resume that run), SKIP_SETUP=1 to
-# skip tools/setup.sh when build/ is current.
+# skip tools/setup.sh when build/ is current, LPSGD_MPI=mpich to build and run
+# with MPICH (build-mpich/) instead of Open MPI (build/).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source=tools/mpi.sh
+. tools/mpi.sh
+build=$(lpsgd_build_dir)
 
 config=${1:-jobs/configs/fmnist-mlp.ini}
 shift $(($# > 0 ? 1 : 0))
@@ -18,22 +22,19 @@ np=${NP:-2}
 run_dir=${RUN_DIR:-runs/$(basename "$config" .ini)-$(date +%Y%m%d-%H%M%S)}
 
 [[ ${SKIP_SETUP:-0} == 1 ]] || tools/setup.sh
-[[ -f data/fashion-mnist.h5 ]] || datasets/fashion-mnist.sh
+[[ -f data/fashion-mnist.h5 ]] || datasets/fashion-mnist.sh --lpsgd "$build/bin/lpsgd"
 
 mkdir -p "$run_dir"
-launcher=(mpirun -np "$np")
-if [[ $(id -u) -eq 0 ]]; then
-  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-fi
-# More ranks than cores is allowed (slower, but it runs).
-(($(nproc) >= np)) || launcher+=(--oversubscribe)
+# More ranks than cores is allowed (slower, but it runs); as root too.
+lpsgd_mpi_launcher "$build"
+launcher=("${MPIRUN[@]}" -n "$np")
 
 echo "train.sh: $np ranks, config $config, outputs in $run_dir"
-"${launcher[@]}" build/bin/lpsgd train --config "$config" \
+"${launcher[@]}" "$build/bin/lpsgd" train --config "$config" \
   --metrics "$run_dir/metrics.jsonl" --checkpoint-dir "$run_dir/checkpoints" --resume auto "$@"
 
 jobs/plot/metrics.py "$run_dir/metrics.jsonl" --out "$run_dir/metrics.png" >/dev/null
 echo "train.sh: metrics    $run_dir/metrics.jsonl"
 echo "train.sh: plot       $run_dir/metrics.png"
-echo "train.sh: checkpoint $(build/bin/lpsgd ckpt info "$run_dir/checkpoints" --json 2>/dev/null |
+echo "train.sh: checkpoint $("$build/bin/lpsgd" ckpt info "$run_dir/checkpoints" --json 2>/dev/null |
   python3 -c 'import json,sys; print(json.load(sys.stdin)["path"])' 2>/dev/null || echo "(none)")"

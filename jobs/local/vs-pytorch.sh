@@ -11,6 +11,10 @@
 #                            [--cases LIST]   (LIST: mlp1,cnn1,cnn2,mlp2; default all)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# LPSGD_MPI=mpich (or LPSGD_BUILD=DIR): the MPICH build, build-mpich/.
+# shellcheck source=tools/mpi.sh
+. tools/mpi.sh
+build=$(lpsgd_build_dir)
 
 repeat=3 mlp_steps=600 cnn_steps=60 out=runs/vs-pytorch.json cases=mlp1,cnn1,cnn2,mlp2
 while (($#)); do
@@ -24,11 +28,11 @@ while (($#)); do
     *) echo "vs-pytorch.sh: error: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-[[ -x build/bin/lpsgd ]] || { echo "vs-pytorch.sh: error: build/bin/lpsgd missing (run tools/setup.sh)" >&2; exit 2; }
+[[ -x $build/bin/lpsgd ]] || { echo "vs-pytorch.sh: error: $build/bin/lpsgd missing (run tools/setup.sh)" >&2; exit 2; }
 /usr/bin/python3 -c "import torch" 2>/dev/null ||
   { echo "vs-pytorch.sh: error: PyTorch missing: apt-get install python3-torch (for measuring only)" >&2; exit 2; }
-[[ -f data/fashion-mnist.h5 ]] || datasets/fashion-mnist.sh
-if [[ $(id -u) -eq 0 ]]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+[[ -f data/fashion-mnist.h5 ]] || datasets/fashion-mnist.sh --lpsgd "$build/bin/lpsgd"
+lpsgd_mpi_launcher "$build"  # MPIRUN: oversubscribed, unbound, as root too
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 
 tmp=$(mktemp -d)
@@ -43,7 +47,7 @@ for c in "${todo[@]}"; do
 done
 
 run_lpsgd() {  # model ranks batch steps file
-  mpirun -np "$2" --oversubscribe --bind-to none build/bin/lpsgd train \
+  "${MPIRUN[@]}" -n "$2" "$build/bin/lpsgd" train \
     --config "jobs/configs/fmnist-$1.ini" --batch "$3" --max-steps "$4" --eval-every 0 \
     --progress off --metrics "$5.jsonl" </dev/null >"$5.out" 2>&1 ||
     { echo "vs-pytorch.sh: error: lpsgd $1 P=$2 failed:" >&2; tail -3 "$5.out" >&2; exit 1; }

@@ -4,27 +4,34 @@
 # shellcheck shell=bash
 
 # Sets LAUNCH to the command that starts one process per task of the job.
-# LAUNCHER=auto (default) takes srun --mpi=pmix where Slurm has the PMIx plugin
-# (Open MPI starts under srun only through PMIx) and mpirun otherwise; srun or
-# mpirun force one. LAUNCHER_ARGS are added to it (split on blanks).
+# LAUNCHER=auto (default) takes srun where Slurm has the plugin the build's MPI
+# starts through (Open MPI: --mpi=pmix; MPICH: --mpi=pmi2) and mpirun
+# otherwise; srun or mpirun force one. LAUNCHER_ARGS are added to it (split on
+# blanks). Which MPI $LPSGD is built with decides which mpirun (Open MPI's,
+# or MPICH's Hydra, mpirun.mpich); both read the allocation from Slurm.
 # Where GPUs are allocated, every task sees all of its node's GPUs and lpsgd
 # picks one by local rank: peer links between GPUs need them all visible.
 slurm_launcher() {
-  local how=${LAUNCHER:-auto} extra=()
+  local how=${LAUNCHER:-auto} extra=() plugin=pmix mpirun=mpirun
+  if [[ $(ldd "${LPSGD:-}" 2>/dev/null) == *libmpich* ]]; then
+    plugin=pmi2 mpirun=mpirun.mpich
+  elif command -v mpirun.openmpi >/dev/null; then
+    mpirun=mpirun.openmpi
+  fi
   if [[ $how == auto ]]; then
-    if [[ $(srun --mpi=list 2>&1) == *pmix* ]]; then how=srun; else how=mpirun; fi
+    if [[ $(srun --mpi=list 2>&1) == *$plugin* ]]; then how=srun; else how=mpirun; fi
   fi
   case $how in
     srun)
-      LAUNCH=(srun --mpi=pmix --kill-on-bad-exit=1)
+      LAUNCH=(srun "--mpi=$plugin" --kill-on-bad-exit=1)
       if ((${SLURM_GPUS_ON_NODE:-0} > 0)); then LAUNCH+=(--gpu-bind=none); fi
       ;;
     mpirun)
       if [[ $(id -u) -eq 0 ]]; then
         export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
       fi
-      # Open MPI reads the allocation (nodes, tasks per node) from Slurm itself.
-      LAUNCH=(mpirun -np "$SLURM_NTASKS")
+      # Open MPI and Hydra read the allocation (nodes, tasks per node) from Slurm.
+      LAUNCH=("$mpirun" -np "$SLURM_NTASKS")
       ;;
     *)
       echo "$ME: error: LAUNCHER must be auto, srun or mpirun, got '$how'" >&2
@@ -75,7 +82,7 @@ forward_signal() {
     echo "$ME: got SIG$1 while no job step runs"
     return 0
   fi
-  [[ ${LAUNCH[0]} == mpirun ]] && sig=USR1
+  [[ ${LAUNCH[0]} == mpirun* ]] && sig=USR1
   echo "$ME: got SIG$1, sending SIG$sig to the job step (pid $STEP_PID)"
   kill -"$sig" "$STEP_PID" 2>/dev/null || true
 }

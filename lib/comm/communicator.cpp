@@ -41,6 +41,13 @@ Communicator::Communicator(MPI_Comm parent, Device& dev, CommOptions opts)
   if (chain_->has_left()) links_[0] = builder_->make(0);
   if (chain_->has_right()) links_[1] = builder_->make(1);
   find_local_neighbours();
+  // The communicator's id: its rank 0's world rank and count of the
+  // communicators that process has made.
+  static uint32_t made = 0;
+  int world_rank = 0;
+  MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank));
+  id_ = (static_cast<uint64_t>(world_rank) << 32) | ++made;
+  MPI_CHECK(MPI_Bcast(&id_, 1, MPI_UINT64_T, 0, ctrl_comm_));
   post_error_recv(0);
   post_error_recv(1);
 
@@ -100,6 +107,12 @@ Communicator::~Communicator() {
   links_[1].reset();
   tree_links_.clear();
   builder_.reset();
+  // After a failed collective, messages may be left unreceived (a signature
+  // or block sent to a rank that had given up). Freed, these communicators'
+  // context ids could be reused by the next communicator over the same ranks
+  // (MPICH does), which would then receive them: they are kept instead, one
+  // set per failure, which in practice ends the job anyway.
+  if (failed_) return;
   for (MPI_Comm* c : {&ctrl_comm_, &p2p_comm_, &link_comm_})
     if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
 }
@@ -172,8 +185,14 @@ void Communicator::check_errors() {
     if (!notice_posted_[static_cast<size_t>(side)]) continue;
     if (!test_request(notice_req_[static_cast<size_t>(side)])) continue;
     notice_posted_[static_cast<size_t>(side)] = false;
-    std::string text(notice_in_[static_cast<size_t>(side)].data(),
-                     strnlen(notice_in_[static_cast<size_t>(side)].data(), kNoticeBytes));
+    const auto& in = notice_in_[static_cast<size_t>(side)];
+    uint64_t from = 0;
+    std::memcpy(&from, in.data(), kNoticeHeader);
+    if (from != id_) {  // a late notice of an earlier communicator's failure
+      post_error_recv(side);
+      continue;
+    }
+    std::string text(in.data() + kNoticeHeader, strnlen(in.data() + kNoticeHeader, kNoticeBytes - kNoticeHeader));
     failed_ = true;
     // Pass it on, away from where it came from, so it reaches the whole chain.
     send_notice(1 - side, text);
@@ -196,7 +215,9 @@ void Communicator::send_notice(int side, const std::string& text) {
   if (!present || req != MPI_REQUEST_NULL) return;  // one notice per side is enough
   auto& buf = notice_out_[static_cast<size_t>(side)];
   buf.fill('\0');
-  std::memcpy(buf.data(), text.data(), std::min(text.size(), static_cast<size_t>(kNoticeBytes - 1)));
+  std::memcpy(buf.data(), &id_, kNoticeHeader);
+  std::memcpy(buf.data() + kNoticeHeader, text.data(),
+              std::min(text.size(), kNoticeBytes - kNoticeHeader - 1));
   const int peer = chain_->pos() + (side == 0 ? -1 : 1);
   const int tag = side == 0 ? kTagNoticeFromRight : kTagNoticeFromLeft;
   MPI_Isend(buf.data(), kNoticeBytes, MPI_CHAR, peer, tag, ctrl_comm_, &req);

@@ -19,6 +19,7 @@
 
 #include <array>
 #include <map>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -150,8 +151,14 @@ class Communicator {
   uint64_t tickets_ = 0;   // handed out by Collective::start()
   uint64_t running_ = 0;   // the ticket allowed to move data next
 
-  // Error notices: a persistent receive from each neighbour.
+  // Error notices: a persistent receive from each neighbour. A notice starts
+  // with its communicator's id: one sent just before a communicator went away
+  // can reach the next one over the same ranks (MPICH reuses the freed
+  // communicators' context ids) and must not abort it.
   static constexpr int kNoticeBytes = 512;
+  static constexpr size_t kNoticeHeader = sizeof(uint64_t);
+  uint64_t id_ = 0;  ///< the same on every rank, different from earlier communicators'
+
   std::array<std::array<char, kNoticeBytes>, 2> notice_in_{};
   std::array<std::array<char, kNoticeBytes>, 2> notice_out_{};
   std::array<MPI_Request, 2> notice_req_{MPI_REQUEST_NULL, MPI_REQUEST_NULL};

@@ -1,7 +1,12 @@
 # lib/comm: the collective oracle matrix on plain, MPI-only and mixed chains,
 # and error handling (mismatched calls, stalls).
+# The oracle (one lpsgd collective checked against the MPI library's) is shared
+# with the random soak (tests/soak).
+add_library(lpsgd_collective_oracle STATIC ${CMAKE_CURRENT_LIST_DIR}/collective_oracle.cpp)
+target_include_directories(lpsgd_collective_oracle PUBLIC ${CMAKE_CURRENT_LIST_DIR})
+target_link_libraries(lpsgd_collective_oracle PUBLIC lpsgd_comm PRIVATE lpsgd_warnings)
 set(comm_test_src ${CMAKE_CURRENT_LIST_DIR}/test_collectives.cpp)
-lpsgd_mpi_test(test_collectives SOURCES ${comm_test_src} DEPS lpsgd_comm
+lpsgd_mpi_test(test_collectives SOURCES ${comm_test_src} DEPS lpsgd_collective_oracle
   RANKS 1 2 3 4 5 6 7 8 TIMEOUT 600)
 lpsgd_mpi_test(test_collectives SOURCES ${comm_test_src} DEPS lpsgd_comm
   RANKS 2 3 4 SUFFIX links-mpi ENV "LPSGD_TEST_LINKS=mpi" TIMEOUT 600)

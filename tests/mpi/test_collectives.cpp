@@ -1,8 +1,8 @@
 // The collective oracle matrix: every algorithm × collective × dtype × op ×
 // root × count (0, 1, b−1, b, b+1 and a large odd one) × in-place/out-of-place,
-// against the MPI library's own collective on inputs whose sums are exact.
-// Results must match bitwise, inputs must be unchanged, and every rank must
-// hold the same bits. Chains: LPSGD_TEST_LINKS (auto|mpi) and
+// against the MPI library's own collective on inputs whose sums are exact
+// (collective_oracle.hpp). Results must match bitwise, inputs must be
+// unchanged, and every rank must hold the same bits. Chains: LPSGD_TEST_LINKS (auto|mpi) and
 // LPSGD_RANKS_PER_NODE (pretend nodes, so peer and MPI links mix).
 // LPSGD_TEST_STAGE_MPI=1 sends MPI traffic through pinned host staging (the
 // GPU path without CUDA-aware MPI). LPSGD_TEST_DEVICE=cuda puts every buffer
@@ -20,6 +20,7 @@
 #include <tuple>
 #include <vector>
 
+#include "collective_oracle.hpp"
 #include "comm/chain.hpp"
 #include "comm/communicator.hpp"
 #include "comm/links/device_mpi_link.hpp"
@@ -116,20 +117,6 @@ std::pair<void*, void*> shared_buffers() {
   return bufs;
 }
 
-MPI_Datatype mpi_type(DType t) {
-  return t == DType::F32 ? MPI_FLOAT : t == DType::F64 ? MPI_DOUBLE : MPI_INT32_T;
-}
-
-// Small integers, different on every rank: every sum is exact in every dtype.
-template <class T>
-std::vector<T> exact_input(size_t n, int rank, int salt) {
-  std::vector<T> v(n);
-  for (size_t i = 0; i < n; ++i)
-    v[i] = static_cast<T>(static_cast<int>((i * 7 + static_cast<size_t>(rank) * 13 +
-                                            static_cast<size_t>(salt)) % 17) - 8);
-  return v;
-}
-
 struct Case {
   CollKind kind;
   Algo algo;
@@ -140,99 +127,28 @@ struct Case {
   bool in_place;
   size_t block_bytes;
   bool shared = false;  // buffers from alloc_shared: peer links read them in place
-  std::string str() const {
-    std::ostringstream os;
-    os << coll_name(kind) << "/" << algo_name(algo) << "/" << dtype_name(dtype) << "/"
-       << op_name(op) << " root=" << root << " count=" << count
-       << (in_place ? " in-place" : " out-of-place") << (shared ? " shared" : "")
-       << " block=" << block_bytes
-       << " P=" << test_comm().size();
-    return os.str();
-  }
 };
 
-template <class T>
-void run_case(const Case& c) {
-  Communicator& cm = test_comm();
-  const int P = cm.size(), me = cm.rank();
-  const size_t n = c.count;
-  const int salt = static_cast<int>(n % 5) + c.root;
-  const std::vector<T> input = exact_input<T>(n, me, salt);
-  const T sentinel = static_cast<T>(-77);
-
-  // Oracle: the MPI library on the chain communicator (rank == chain position).
-  std::vector<T> expect(n, sentinel);
-  const bool writes_out = c.kind != CollKind::Reduce || me == c.root;
-  if (c.kind == CollKind::Bcast) {
-    if (me == c.root) expect = input;
-    MPI_Bcast(expect.data(), static_cast<int>(n), mpi_type(c.dtype), c.root, cm.chain().comm());
-  } else {
-    std::vector<T> sum(n);
-    MPI_Allreduce(input.data(), sum.data(), static_cast<int>(n), mpi_type(c.dtype), MPI_SUM,
-                  cm.chain().comm());
-    if (c.op == ReduceOp::Avg)
-      for (auto& x : sum) x = static_cast<T>(x * static_cast<T>(1.0 / P));
-    if (writes_out) expect = sum;
-  }
-
-  // lpsgd, from buffers on the device.
-  const size_t bytes = n * sizeof(T);
-  DeviceBuffer in_own, out_own;
-  void* in = nullptr;
-  void* out = nullptr;
-  if (c.shared) {
-    ASSERT_LE((n + 2) * sizeof(T), kSharedBytes) << c.str();
-    std::tie(in, out) = shared_buffers();
-  } else {
-    in_own = DeviceBuffer(cm.device(), bytes + 8);
-    out_own = DeviceBuffer(cm.device(), (n + 2) * sizeof(T));
-    in = in_own.data();
-    out = out_own.data();
-  }
-  to_device(in, input);
-  std::vector<T> out_init(n + 2, sentinel);  // n+2: overrun guard
-  CollArgs a;
-  a.kind = c.kind;
-  a.count = n;
-  a.dtype = c.dtype;
-  a.op = c.op;
-  a.root = c.root;
-  if (c.in_place) {
-    if (!(c.kind == CollKind::Bcast && me != c.root)) std::copy(input.begin(), input.end(), out_init.begin());
-    a.in = out;
-    a.out = out;
-  } else {
-    a.in = in;
-    a.out = out;
-  }
-  to_device(out, out_init);
-  auto h = cm.create(c.algo, a, c.block_bytes);
-  h->start();
-  h->wait(60);
-
-  const std::vector<T> got = to_host<T>(out, n + 2);
-  if (writes_out) {
-    ASSERT_EQ(0, std::memcmp(got.data(), expect.data(), bytes)) << c.str() << " rank " << me;
-  } else if (!c.in_place) {
-    for (size_t i = 0; i < n; ++i) ASSERT_EQ(got[i], sentinel) << c.str() << ": non-root out written";
-  }
-  ASSERT_EQ(got[n], sentinel) << c.str() << ": wrote past the end";
-  ASSERT_EQ(got[n + 1], sentinel) << c.str() << ": wrote past the end";
-  if (!c.in_place) {
-    ASSERT_EQ(0, std::memcmp(to_host<T>(in, n).data(), input.data(), bytes))
-        << c.str() << ": input modified";
-  }
-}
-
 void run(const Case& c) {
+  test::OracleCase o;
+  o.kind = c.kind;
+  o.algo = c.algo;
+  o.dtype = c.dtype;
+  o.op = c.op;
+  o.root = c.root;
+  o.count = c.count;
+  o.in_place = c.in_place;
+  o.block_bytes = c.block_bytes;
+  o.salt = static_cast<int>(c.count % 5) + c.root;
+  if (c.shared) {
+    std::tie(o.shared_in, o.shared_out) = shared_buffers();
+    o.shared_bytes = kSharedBytes;
+  }
   try {
-    switch (c.dtype) {
-      case DType::F32: run_case<float>(c); break;
-      case DType::F64: run_case<double>(c); break;
-      case DType::I32: run_case<int32_t>(c); break;
-    }
+    const std::string wrong = test::check_collective(test_comm(), o);
+    ASSERT_EQ(wrong, "");
   } catch (const Error& e) {
-    FAIL() << c.str() << " on rank " << test_comm().rank() << ": " << e.where();
+    FAIL() << o.str(test_comm().size()) << " on rank " << test_comm().rank() << ": " << e.where();
   }
 }
 

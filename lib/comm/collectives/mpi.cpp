@@ -4,6 +4,7 @@
 // host copies of the input and output.
 #include <climits>
 #include <memory>
+#include <string>
 
 #include "comm/collectives/factory.hpp"
 #include "comm/communicator.hpp"
@@ -19,6 +20,17 @@ MPI_Datatype mpi_type(DType t) {
     case DType::I32: return MPI_INT32_T;
   }
   return MPI_BYTE;
+}
+
+// Whether the MPI library is MPICH (or one derived from it that says so).
+bool mpich() {
+  static const bool is = [] {
+    char v[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    MPI_Get_library_version(v, &len);
+    return std::string(v, static_cast<size_t>(len)).find("MPICH") != std::string::npos;
+  }();
+  return is;
 }
 
 class MpiCollective final : public Collective {
@@ -47,11 +59,23 @@ class MpiCollective final : public Collective {
         dev.synchronize();  // the copy is queued on a GPU
         MPI_CHECK(MPI_Bcast(args_.out, n, t, args_.root, comm));
         break;
-      case CollKind::Reduce:
-        MPI_CHECK(MPI_Reduce(root && in_place ? MPI_IN_PLACE : in, args_.out, n, t, MPI_SUM,
-                             args_.root, comm));
+      case CollKind::Reduce: {
+        const void* send = root && in_place ? MPI_IN_PLACE : in;
+        if (send == MPI_IN_PLACE && args_.root != 0 && mpich()) {
+          // MPICH (4.0.2 here, 4.1.1 too) crashes on an in-place reduce at a
+          // root other than 0 once the message takes its reduce-scatter +
+          // gather algorithm (pmodels/mpich#6540, fixed upstream by #6543):
+          // the root passes a copy of its input instead.
+          const size_t bytes = args_.count * dtype_size(args_.dtype);
+          void* copy = comm_.scratch(0, bytes);
+          dev.copy(copy, args_.out, bytes);
+          dev.synchronize();
+          send = copy;
+        }
+        MPI_CHECK(MPI_Reduce(send, args_.out, n, t, MPI_SUM, args_.root, comm));
         if (root && args_.op == ReduceOp::Avg) dev.scale(args_.dtype, args_.out, 1.0 / comm_.size(), args_.count);
         break;
+      }
       case CollKind::Allreduce:
         MPI_CHECK(MPI_Allreduce(in_place ? MPI_IN_PLACE : in, args_.out, n, t, MPI_SUM, comm));
         if (args_.op == ReduceOp::Avg) dev.scale(args_.dtype, args_.out, 1.0 / comm_.size(), args_.count);
