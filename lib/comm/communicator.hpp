@@ -18,8 +18,8 @@
 #include <mpi.h>
 
 #include <array>
-#include <map>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>

@@ -113,10 +113,10 @@ SoakCase make_case(uint64_t seed) {
 
   test::OracleCase& c = s.c;
   c.kind = static_cast<CollKind>(r.below(3));
-  // LP, the subject, half the time; the baselines and auto share the rest.
-  static const Algo others[] = {Algo::Mst, Algo::Be, Algo::Ring, Algo::Mpi, Algo::Auto};
+  // LP, the subject, half the time; the tree, the baselines and auto share the rest.
+  static const Algo others[] = {Algo::Tree, Algo::Tree, Algo::Mst, Algo::Be, Algo::Ring, Algo::Mpi, Algo::Auto};
   do {
-    c.algo = r.one_in(2) ? Algo::Lp : others[r.below(5)];
+    c.algo = r.one_in(2) ? Algo::Lp : others[r.below(7)];
   } while (!supports(c.algo, c.kind));
   c.dtype = static_cast<DType>(r.below(3));
   const size_t esize = dtype_size(c.dtype);
