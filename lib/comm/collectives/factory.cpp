@@ -5,6 +5,14 @@
 
 namespace lpsgd::comm {
 
+size_t elems_per_block(Algo algo, size_t block_bytes, DType dtype) {
+  const size_t esize = dtype_size(dtype);
+  LPSGD_CHECK(block_bytes >= esize && block_bytes % esize == 0,
+              algo_name(algo) << " block of " << block_bytes << " bytes is not a whole number of "
+                              << dtype_name(dtype) << " elements");
+  return block_bytes / esize;
+}
+
 std::unique_ptr<Collective> make_collective(Communicator& c, Algo algo, const CollArgs& a,
                                             size_t block_bytes) {
   if (!supports(algo, a.kind))

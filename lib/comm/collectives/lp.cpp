@@ -44,10 +44,7 @@ class LpBlocks : public Collective {
  protected:
   LpBlocks(Communicator& c, const CollArgs& a, size_t block_bytes)
       : Collective(c, a, Algo::Lp, block_bytes), dev_(c.device()), esize_(dtype_size(a.dtype)) {
-    LPSGD_CHECK(block_bytes >= esize_ && block_bytes % esize_ == 0,
-                "LP block of " << block_bytes << " bytes is not a whole number of "
-                               << dtype_name(a.dtype) << " elements");
-    elems_ = block_bytes / esize_;
+    elems_ = elems_per_block(Algo::Lp, block_bytes, a.dtype);
     k_ = (a.count + elems_ - 1) / elems_;
     in_ = static_cast<const char*>(a.in ? a.in : a.out);
     out_ = static_cast<char*>(a.out);

@@ -42,10 +42,7 @@ class TreeCollective final : public Collective {
  public:
   TreeCollective(Communicator& c, const CollArgs& a, size_t block_bytes)
       : Collective(c, a, Algo::Tree, block_bytes), dev_(c.device()), esize_(dtype_size(a.dtype)) {
-    LPSGD_CHECK(block_bytes >= esize_ && block_bytes % esize_ == 0,
-                "tree block of " << block_bytes << " bytes is not a whole number of "
-                                 << dtype_name(a.dtype) << " elements");
-    elems_ = block_bytes / esize_;
+    elems_ = elems_per_block(Algo::Tree, block_bytes, a.dtype);
     P_ = c.size();
     pos_ = c.rank();
     in_ = static_cast<const char*>(a.in ? a.in : a.out);
