@@ -57,7 +57,9 @@ for h in "${harnesses[@]}"; do
   dirs=("$corpus" "$out/seeds/$h")
   # Inputs that once failed (kept for the unit tests) stay in the corpus too.
   [[ -d tests/fuzz/regressions/$h ]] && dirs+=("tests/fuzz/regressions/$h")
-  flags=(-max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
+  # -timeout is wall-clock: 30 s, not less, so a starved process on a loaded
+  # shared machine is not taken for a hang (inputs take milliseconds).
+  flags=(-max_total_time="$secs" -timeout=30 -rss_limit_mb=2048 -print_final_stats=1
          -artifact_prefix="$findings/")
   [[ -f tests/fuzz/$h.dict ]] && flags+=(-dict="tests/fuzz/$h.dict")
   rc=0
