@@ -69,9 +69,10 @@ Split open_split(const std::string& path, const std::string& split, size_t x_cac
 /// Reads and checks the attributes of "/" (num_classes required; mean/std
 /// default to 0/1 per channel when absent). With `strings` false class_names
 /// and source are left empty: they are only informational, and variable-length
-/// strings live in HDF5's global heap, whose reader in HDF5 1.10 loops forever
-/// on some damaged heaps (found by tests/fuzz/fuzz_dataset) — training never
-/// needs to take that risk.
+/// strings live in HDF5's global heap, whose reader in HDF5 1.10 trusts the
+/// heap's object list — on a damaged one it loops forever or copies out of
+/// bounds (found by tests/fuzz/fuzz_dataset) — training never needs to take
+/// that risk. `lpsgd data info` still reads them.
 DatasetAttrs read_attrs(const h5::File& file, int64_t channels, bool strings = true);
 
 /// Names of the splits ("train", "test") present in the file, in that order.

@@ -46,15 +46,16 @@ uint64_t le(const uint8_t* p, int bytes) {
   return v;
 }
 
-// HDF5-internal, not lpsgd's: HDF5 1.10.8 reads a global heap collection
-// ("GCOL", where variable-length strings live) by walking its objects, and a
-// free-space object (index 0) of size 0 leaves the walk where it is, forever
-// (H5HG__cache_heap_deserialize); a size that wraps the walk around is no
-// better. lpsgd cannot see heap collections through HDF5's API, so the
-// training path reads no variable-length strings (io::read_attrs) and this
-// harness reads them only from inputs whose heaps HDF5 can walk. True when
-// some collection in the bytes would trap HDF5's walk.
-bool hdf5_heap_walk_hangs(const uint8_t* d, size_t n) {
+// HDF5-internal, not lpsgd's: HDF5 1.10.8 trusts the object list of a global
+// heap collection ("GCOL", where variable-length strings live). A free-space
+// object (index 0) of size 0 leaves its walk where it is, forever
+// (H5HG__cache_heap_deserialize); an object whose size runs past the end of
+// its collection is later copied out with that size (H5HG_read: memcpy far
+// out of bounds). lpsgd cannot see heap collections through HDF5's API, so
+// the training path reads no variable-length strings (io::read_attrs) and
+// this harness reads them only from inputs whose heaps are well-formed: true
+// when some collection's object list is not.
+bool hdf5_heap_unsafe(const uint8_t* d, size_t n) {
   for (size_t k = 0; k + 16 <= n; ++k) {
     if (std::memcmp(d + k, "GCOL", 4) != 0 || d[k + 4] != 1) continue;
     const uint64_t size = le(d + k + 8, 8);
@@ -64,7 +65,7 @@ bool hdf5_heap_walk_hangs(const uint8_t* d, size_t n) {
       if (p + 16 > size) break;  // the rest is taken as free space
       const uint64_t idx = le(d + k + p, 2), obj = le(d + k + p + 8, 8);
       const uint64_t need = idx > 0 ? 16 + ((obj + 7) & ~uint64_t{7}) : obj;
-      if (need == 0 || need < obj || p + need < p) return true;
+      if (need == 0 || need < obj || need > size - p) return true;
       p += need;
     }
   }
@@ -78,7 +79,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const char* split : {"train", "test"})
     for (double cache_mb : {64.0, 0.0})  // cached, then streaming
       fuzz::expect_errors([&] { load(path, split, cache_mb); });
-  if (hdf5_heap_walk_hangs(data, size)) return 0;
+  if (hdf5_heap_unsafe(data, size)) return 0;
   for (const char* split : {"train", "test"})
     fuzz::expect_errors([&] {
       const io::Split s = io::open_split(path, split);

@@ -126,6 +126,28 @@ TEST(FuzzRegression, LoaderDoesNotReadTheGlobalHeap) {
     EXPECT_THROW(io::Loader l(loader_options(path, "train", cache_mb)), Error);
 }
 
+// HDF5-internal: a class name whose heap object claims more bytes than its
+// collection holds; HDF5 1.10's H5HG_read copied that many (far out of
+// bounds). The loader reads only the names' count, and ends in an error about
+// the file's other damage (its labels' chunk index).
+TEST(FuzzRegression, LoaderDoesNotCopyOutOfTheGlobalHeap) {
+  const std::string path = input("dataset", "hdf5-heap-object-past-collection.h5");
+  const io::DatasetAttrs a =
+      io::read_attrs(io::h5::File::open_read(path), 2, /*strings=*/false);
+  EXPECT_EQ(a.num_classes, 4);
+  EXPECT_TRUE(a.class_names.empty());
+  for (double cache_mb : {64.0, 0.0}) {
+    try {
+      io::Loader l(loader_options(path, "train", cache_mb));
+      ADD_FAILURE() << "no error for the damaged labels";
+    } catch (const Error& e) {
+      EXPECT_NE(e.message().find("/train/y: H5Dread failed (wrong B-tree signature)"),
+                std::string::npos)
+          << e.message();
+    }
+  }
+}
+
 // ---- config files ---------------------------------------------------------------
 
 void expect_config_error(const std::string& path, const std::string& what) {
