@@ -1,44 +1,17 @@
-// lpsgd train: options (command line or --config INI) → train::TrainConfig →
-// train::train(), then the one-line summary scripts look for.
+// lpsgd train: options (command line or --config INI, see train_options.cpp) →
+// train::TrainConfig → train::train(), then the one-line summary scripts look for.
 #include <mpi.h>
 
 #include <cstdio>
-#include <sstream>
 
 #include "app/commands.hpp"
-#include "comm/types.hpp"
-#include "core/cli.hpp"
+#include "app/train_options.hpp"
 #include "core/error.hpp"
 #include "device/device.hpp"
 #include "train/trainer.hpp"
 
 namespace lpsgd::app {
 namespace {
-
-// One option's value as INI text (the types used below).
-std::string value_text(const boost::any& v) {
-  std::ostringstream os;
-  if (auto* s = boost::any_cast<std::string>(&v)) os << *s;
-  else if (auto* i = boost::any_cast<int>(&v)) os << *i;
-  else if (auto* l = boost::any_cast<int64_t>(&v)) os << *l;
-  else if (auto* u = boost::any_cast<uint64_t>(&v)) os << *u;
-  else if (auto* d = boost::any_cast<double>(&v)) os << cli::shortest(*d);
-  else if (auto* f = boost::any_cast<float>(&v)) os << cli::shortest(*f);
-  else if (auto* b = boost::any_cast<bool>(&v)) os << (*b ? "true" : "false");
-  else os << "?";
-  return os.str();
-}
-
-// The effective configuration as INI lines (what a checkpoint records).
-std::string config_text(const cli::po::options_description& desc, const cli::po::variables_map& vm) {
-  std::ostringstream os;
-  for (const auto& opt : desc.options()) {
-    const std::string& name = opt->long_name();
-    if (name == "help" || name == "config" || !vm.count(name)) continue;
-    os << name << " = " << value_text(vm[name].value()) << "\n";
-  }
-  return os.str();
-}
 
 int local_rank() {
   MPI_Comm node;
@@ -52,89 +25,11 @@ int local_rank() {
 }  // namespace
 
 int run_train(int argc, char** argv) {
-  namespace po = cli::po;
-  train::TrainConfig c;
-  std::string schedule = "constant", sync = "allreduce", algo = "lp", block = "auto",
-              overlap = "on", device = "cpu", links = "auto", progress = "auto",
-              checkpoint_failure = "warn";
-  double bucket_mb = 1, lr = 0.05, momentum = 0.9, weight_decay = 0, lr_gamma = 0.1, min_lr = 0;
-  bool nesterov = false;
-  int threads = 1;
-  int64_t lr_step_every = 0;
-  po::options_description desc("lpsgd train options");
-  desc.add_options()
-    ("data", po::value(&c.data), "HDF5 dataset (lpsgd data import-idx / synth make one)")
-    ("model", po::value(&c.model)->default_value(c.model), "mlp:784-512-256-10 or cnn:lenet")
-    ("epochs", po::value(&c.epochs)->default_value(c.epochs), "epochs to train")
-    ("max-steps", po::value(&c.max_steps)->default_value(0), "stop after this many steps (0: no limit)")
-    ("batch", po::value(&c.batch)->default_value(c.batch), "samples per rank per step")
-    ("eval-batch", po::value(&c.eval_batch)->default_value(c.eval_batch), "samples per rank per evaluation batch")
-    ("lr", cli::value_with_default(&lr), "base learning rate")
-    ("momentum", cli::value_with_default(&momentum), "SGD momentum in [0, 1)")
-    ("nesterov", po::bool_switch(&nesterov), "Nesterov momentum")
-    ("weight-decay", cli::value_with_default(&weight_decay), "L2 weight decay")
-    ("schedule", po::value(&schedule)->default_value(schedule), "constant, step or cosine")
-    ("warmup-steps", po::value(&c.schedule.warmup_steps)->default_value(0), "linear LR warmup steps")
-    ("lr-step-every", po::value(&lr_step_every)->default_value(0), "step schedule: decay every N steps")
-    ("lr-gamma", cli::value_with_default(&lr_gamma), "step schedule: decay factor")
-    ("min-lr", cli::value_with_default(&min_lr), "cosine schedule: final learning rate")
-    ("seed", po::value(&c.seed)->default_value(c.seed), "seed of the initial parameters and the data order")
-    ("sync", po::value(&sync)->default_value(sync), "allreduce or reduce-bcast (gradients to rank 0, parameters back)")
-    ("algo", po::value(&algo)->default_value(algo), "collective algorithm: lp, tree, mst, be, ring, mpi or auto (per bucket, by the cost model)")
-    ("block", po::value(&block)->default_value(block), "LP block size in bytes (K/M suffixes) or auto")
-    ("bucket-mb", cli::value_with_default(&bucket_mb), "largest gradient bucket in MiB (0: one bucket)")
-    ("overlap", po::value(&overlap)->default_value(overlap), "on: exchange buckets during backward; off: after it")
-    ("window", po::value(&c.window)->default_value(c.window), "LP blocks in flight per link")
-    ("links", po::value(&links)->default_value(links), "auto (peer links in a node) or mpi")
-    ("ranks-per-node", po::value(&c.ranks_per_node)->default_value(0), "split ranks into pretend nodes of N")
-    ("comm-timeout", cli::value_with_default(&c.comm_timeout_s), "seconds without progress = error")
-    ("eval-every", po::value(&c.eval_every)->default_value(-1), "evaluate every N steps (-1: every epoch, 0: only at the end)")
-    ("metrics", po::value(&c.metrics), "append JSON lines (one per evaluation, one final) to FILE")
-    ("step-trace", po::value(&c.step_trace), "write one line of timings per step to PREFIX.rank<R>.tsv (see jobs/plot/steps.py)")
-    ("progress", po::value(&progress)->default_value(progress), "auto, bar (redrawn line), lines or off")
-    ("progress-every", cli::value_with_default(&c.progress_every_s), "seconds between progress lines when stdout is not a terminal (0: none)")
-    ("checkpoint-dir", po::value(&c.checkpoint_dir), "write checkpoints (*.h5) here; one is always written at the end")
-    ("checkpoint-every", po::value(&c.checkpoint_every)->default_value(0), "checkpoint every N steps (0: only at the end and on signals)")
-    ("checkpoint-every-minutes", cli::value_with_default(&c.checkpoint_every_minutes), "checkpoint every M minutes of wall time")
-    ("keep", po::value(&c.keep)->default_value(c.keep), "checkpoints kept in --checkpoint-dir")
-    ("checkpoint-failure", po::value(&checkpoint_failure)->default_value(checkpoint_failure), "a periodic checkpoint that cannot be written (full disk, unwritable directory): warn (one line; training goes on, the next is tried again) or abort (the run fails); the final and a signal's checkpoint always abort")
-    ("resume", po::value(&c.resume)->default_value(c.resume), "auto (newest valid checkpoint in --checkpoint-dir, else fresh), none, or a checkpoint file")
-    ("device", po::value(&device)->default_value(device), "cpu or cuda")
-    ("threads", po::value(&threads)->default_value(threads), "compute threads per rank (OpenBLAS and oneDNN)")
-    ("cache-mb", cli::value_with_default(&c.cache_mb), "hold the dataset in memory up to this size")
-    ("prefetch", po::value(&c.prefetch)->default_value(c.prefetch), "batches prepared ahead by the loader thread");
-  po::variables_map vm;
-  if (!cli::parse(argc, argv, desc, vm, "usage: lpsgd train --data F.h5 [--model SPEC] [options] (or --config FILE)"))
-    return 0;
-
-  c.schedule.kind = train::parse_schedule_kind(schedule);
-  c.schedule.base_lr = lr;
-  c.schedule.step_every = lr_step_every;
-  c.schedule.gamma = lr_gamma;
-  c.schedule.min_lr = min_lr;
-  c.sgd.momentum = static_cast<float>(momentum);
-  c.sgd.nesterov = nesterov;
-  c.sgd.weight_decay = static_cast<float>(weight_decay);
-  c.sync.mode = train::parse_sync_mode(sync);
-  c.sync.algo = comm::parse_algo(algo);
-  c.sync.block_bytes = block == "auto" ? 0 : cli::parse_bytes(block);
-  if (!(bucket_mb >= 0)) LPSGD_USAGE_ERROR("--bucket-mb must be >= 0, got " << bucket_mb);
-  c.sync.bucket_bytes = static_cast<size_t>(bucket_mb * 1024 * 1024);
-  if (overlap != "on" && overlap != "off")
-    LPSGD_USAGE_ERROR("--overlap must be on or off, got '" << overlap << "'");
-  c.sync.overlap = overlap == "on";
-  c.links = comm::parse_links(links);
-  c.progress = train::parse_progress_mode(progress);
-  cli::require_range("window", c.window, 1, 16);
-  cli::require_range("threads", threads, 1, 1024);
-  cli::require_range("prefetch", c.prefetch, 0, 64);
-  if (checkpoint_failure != "warn" && checkpoint_failure != "abort")
-    LPSGD_USAGE_ERROR("--checkpoint-failure must be warn or abort, got '" << checkpoint_failure << "'");
-  c.checkpoint_failure_abort = checkpoint_failure == "abort";
-  if (device != "cpu" && device != "cuda")
-    LPSGD_USAGE_ERROR("--device must be cpu or cuda, got '" << device << "'");
-  c.config_text = config_text(desc, vm);
-
+  TrainOptions o;
+  if (!parse_train_options(argc, argv, o)) return 0;
+  const train::TrainConfig& c = o.config;
+  const int threads = o.threads;
+  const std::string& device = o.device;
   set_host_threads(threads);
   auto dev = make_device(device == "cuda" ? DeviceKind::Cuda : DeviceKind::Cpu, local_rank());
   const train::TrainResult r = train::train(*dev, c);

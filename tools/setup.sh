@@ -44,6 +44,7 @@ PACKAGES=(
   dataset-fashion-mnist
   python3-h5py python3-matplotlib python3-numpy
   shellcheck
+  clang clang-14 libclang-rt-14-dev libfuzzer-14-dev
   iproute2 hostname
 )
 

@@ -1,15 +1,61 @@
 #include "core/cli.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "core/error.hpp"
 #include "core/log.hpp"
 
 namespace lpsgd::cli {
+
+namespace {
+
+// Boost.Program_options builds its error messages by replacing placeholders
+// such as %value% with the offending text, again and again until none is
+// left; text that itself holds a placeholder never ends (found by
+// tests/fuzz/fuzz_config). So "%name%" is refused before Boost sees it.
+void refuse_placeholders(const std::string& text, const std::string& where) {
+  for (size_t open = text.find('%'); open != std::string::npos; open = text.find('%', open + 1)) {
+    size_t end = open + 1;
+    while (end < text.size() && (std::islower(static_cast<unsigned char>(text[end])) || text[end] == '_'))
+      ++end;
+    if (end > open + 1 && end < text.size() && text[end] == '%')
+      LPSGD_USAGE_ERROR(where << ": '" << text.substr(open, end + 1 - open)
+                              << "' is not allowed in options (Boost.Program_options would "
+                                 "expand it in its messages)");
+  }
+}
+
+// The config file's text for Boost, line by line: Windows line ends (CRLF)
+// are taken as plain ones; other control characters, which would end up in
+// values and messages, and placeholders (above) are refused.
+std::istringstream checked_config(std::istream& in, const std::string& file) {
+  std::ostringstream out;
+  int number = 0;
+  for (std::string line; std::getline(in, line);) {
+    const std::string where = "config file '" + file + "' line " + std::to_string(++number);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    for (char c : line) {
+      const auto u = static_cast<unsigned char>(c);
+      if ((u < 0x20 && c != '\t') || u == 0x7f) {
+        char hex[8];
+        std::snprintf(hex, sizeof hex, "0x%02x", u);
+        LPSGD_USAGE_ERROR(where << ": control character " << hex << " (not a text file?)");
+      }
+    }
+    refuse_placeholders(line, where);
+    out << line << '\n';
+  }
+  return std::istringstream(out.str());
+}
+
+}  // namespace
 
 bool parse(int argc, char** argv, const po::options_description& desc, po::variables_map& vm,
            const std::string& usage, const po::positional_options_description* positional) {
@@ -19,6 +65,7 @@ bool parse(int argc, char** argv, const po::options_description& desc, po::varia
       "read options from an INI file (name = value); the command line wins");
   po::options_description all;
   all.add(desc).add(common);
+  for (int i = 1; i < argc; ++i) refuse_placeholders(argv[i], "command line");
   try {
     po::command_line_parser parser(argc, argv);
     parser.options(all);
@@ -32,7 +79,8 @@ bool parse(int argc, char** argv, const po::options_description& desc, po::varia
       const std::string file = vm["config"].as<std::string>();
       std::ifstream in(file);
       if (!in) LPSGD_USAGE_ERROR("cannot open config file '" << file << "'");
-      po::store(po::parse_config_file(in, desc, /*allow_unregistered=*/false), vm);
+      std::istringstream text = checked_config(in, file);
+      po::store(po::parse_config_file(text, desc, /*allow_unregistered=*/false), vm);
     }
     po::notify(vm);
   } catch (const po::error& e) {
@@ -81,6 +129,8 @@ uint64_t parse_bytes(const std::string& text) {
   else LPSGD_USAGE_ERROR("bad size suffix in '" << text << "' (use K, M or G)");
   if (!(value >= 0) || !std::isfinite(value))
     LPSGD_USAGE_ERROR("size must be non-negative, got '" << text << "'");
+  if (value * mult > 0x1p62)  // llround beyond long long would be meaningless
+    LPSGD_USAGE_ERROR("size '" << text << "' is too large");
   return static_cast<uint64_t>(std::llround(value * mult));
 }
 

@@ -178,7 +178,7 @@ void require_attr(const h5::File& f, const char* name) {
 
 void read_meta(const h5::File& f, Checkpoint& c) {
   require_attr(f, "format");
-  const std::string format = f.read_attr_string("format");
+  const std::string format = f.read_attr_fixed_string("format");
   if (format != kCheckpointFormat)
     throw Damaged{"not an lpsgd checkpoint (format '" + format + "')"};
   require_attr(f, "format_version");
@@ -205,9 +205,9 @@ void read_meta(const h5::File& f, Checkpoint& c) {
     throw Damaged{"attribute ranks out of range: " + std::to_string(ranks)};
   m.ranks = static_cast<int>(ranks);
   m.batch = f.read_attr_int("batch");
-  m.model = f.read_attr_string("model");
-  m.config = f.read_attr_string("config");
-  m.version = f.read_attr_string("version");
+  m.model = f.read_attr_fixed_string("model");
+  m.config = f.read_attr_fixed_string("config");
+  m.version = f.read_attr_fixed_string("version");
   m.wall_time = f.read_attr_double("wall_time");
   c.checksum = f.read_attr_uint64("checksum");
 }
@@ -233,9 +233,16 @@ void read_group(const h5::File& f, const char* group, std::vector<CkptTensor>& o
     CkptTensor t;
     const h5::Location loc = g.object(links[i]);
     if (!loc.has_attr("name")) throw Damaged{"missing attribute name on " + loc.path()};
-    t.name = loc.read_attr_string("name");
+    t.name = loc.read_attr_fixed_string("name");
     for (hsize_t dim : d.dims()) t.shape.push_back(static_cast<int64_t>(dim));
-    t.data.resize(static_cast<size_t>(d.size()));
+    // Tensors are written contiguous and unfiltered, so the file holds exactly
+    // their bytes; checked before sizing the buffer from a (damaged) shape.
+    const hsize_t n = d.size();
+    if (n > (hsize_t{1} << 60) || (n > 0 && d.storage_bytes() != n * sizeof(float)))
+      throw Damaged{d.where().substr(f.file().size() + 2) + " stores " +
+                    std::to_string(d.storage_bytes()) + " bytes for " + std::to_string(n) +
+                    " float32 values"};
+    t.data.resize(static_cast<size_t>(n));
     d.read_all(h5::Type::F32, t.data.data());
     out.push_back(std::move(t));
   }

@@ -17,7 +17,7 @@ const char* sample_type_name(SampleType t) { return t == SampleType::U8 ? "uint8
 
 // ---- reading --------------------------------------------------------------------
 
-DatasetAttrs read_attrs(const h5::File& file, int64_t channels) {
+DatasetAttrs read_attrs(const h5::File& file, int64_t channels, bool strings) {
   DatasetAttrs a;
   if (!file.has_attr("num_classes"))
     LPSGD_USAGE_ERROR(file.file() << ": missing attribute num_classes on / (not an lpsgd "
@@ -27,10 +27,12 @@ DatasetAttrs read_attrs(const h5::File& file, int64_t channels) {
     LPSGD_USAGE_ERROR(file.file() << ": attribute num_classes must be positive, got "
                                   << a.num_classes);
   if (file.has_attr("class_names")) {
-    a.class_names = file.read_attr_strings("class_names");
-    if (static_cast<int64_t>(a.class_names.size()) != a.num_classes)
-      LPSGD_USAGE_ERROR(file.file() << ": attribute class_names has " << a.class_names.size()
+    // Counted from the dataspace before any string is read.
+    const size_t names = file.attr_size("class_names");
+    if (static_cast<int64_t>(names) != a.num_classes)
+      LPSGD_USAGE_ERROR(file.file() << ": attribute class_names has " << names
                                     << " names but num_classes is " << a.num_classes);
+    if (strings) a.class_names = file.read_attr_strings("class_names");
   }
   auto per_channel = [&](const char* name, double dflt) {
     std::vector<double> v(static_cast<size_t>(channels), dflt);
@@ -47,7 +49,7 @@ DatasetAttrs read_attrs(const h5::File& file, int64_t channels) {
   for (double s : a.std)
     if (!(s > 0) || !std::isfinite(s))
       LPSGD_USAGE_ERROR(file.file() << ": attribute std must be positive and finite, got " << s);
-  if (file.has_attr("source")) a.source = file.read_attr_string("source");
+  if (strings && file.has_attr("source")) a.source = file.read_attr_string("source");
   return a;
 }
 
@@ -58,7 +60,28 @@ std::vector<std::string> split_names(const h5::File& file) {
   return out;
 }
 
-Split open_split(const std::string& path, const std::string& name, size_t x_cache_bytes) {
+namespace {
+
+// Data a dataset's dims claim, checked against the bytes the file holds for it
+// before any buffer is sized from the dims: a damaged header claiming
+// terabytes is refused here rather than allocated (HDF5 would read the
+// missing part as fill values). Unfiltered data must be all there; filtered
+// (gzip) data cannot shrink more than deflate's 1032:1.
+void check_storage(const h5::Dataset& d, uint64_t claimed_bytes) {
+  if (claimed_bytes == 0) return;
+  const uint64_t stored = d.storage_bytes();
+  constexpr uint64_t kMaxRatio = 1100;  // deflate's 1032:1, plus chunk overheads
+  const bool filtered = d.filtered();
+  if (filtered ? stored < claimed_bytes / kMaxRatio : stored < claimed_bytes)
+    LPSGD_USAGE_ERROR(d.where() << ": its shape claims " << claimed_bytes << " bytes but the file "
+                                << "holds only " << stored << (filtered ? " compressed" : "")
+                                << " bytes of it (damaged file?)");
+}
+
+}  // namespace
+
+Split open_split(const std::string& path, const std::string& name, size_t x_cache_bytes,
+                 bool strings) {
   Split s;
   s.path = path;
   s.name = name;
@@ -80,6 +103,17 @@ Split open_split(const std::string& path, const std::string& name, size_t x_cach
                                    << ", expected 4 dimensions [N,C,H,W]");
   if (xd[1] == 0 || xd[2] == 0 || xd[3] == 0)
     LPSGD_USAGE_ERROR(s.x->where() << ": wrong shape, C, H and W must be positive");
+  // Sizes from the file, multiplied without wrapping around: samples up to
+  // 2^40 bytes, splits up to 2^62 bytes (real ones are far below either).
+  uint64_t sample_bytes = xt == h5::Type::U8 ? 1 : 4, x_bytes = 0;
+  for (int k = 1; k < 4; ++k)
+    if (__builtin_mul_overflow(sample_bytes, xd[k], &sample_bytes) ||
+        sample_bytes > (uint64_t{1} << 40))
+      LPSGD_USAGE_ERROR(s.x->where() << ": implausible sample shape " << xd[1] << "x" << xd[2]
+                                     << "x" << xd[3]);
+  if (__builtin_mul_overflow(sample_bytes, xd[0], &x_bytes) || x_bytes > (uint64_t{1} << 62))
+    LPSGD_USAGE_ERROR(s.x->where() << ": implausible number of samples " << xd[0]);
+  check_storage(*s.x, x_bytes);
   s.shape = SplitShape{static_cast<int64_t>(xd[0]), static_cast<int64_t>(xd[1]),
                        static_cast<int64_t>(xd[2]), static_cast<int64_t>(xd[3]),
                        xt == h5::Type::U8 ? SampleType::U8 : SampleType::F32};
@@ -94,7 +128,11 @@ Split open_split(const std::string& path, const std::string& name, size_t x_cach
     LPSGD_USAGE_ERROR(y.where() << ": length mismatch, " << yd[0] << " labels but x has " << xd[0]
                                 << " samples");
 
-  s.attrs = read_attrs(*s.file, s.shape.c);
+  uint64_t y_bytes = 0;
+  if (__builtin_mul_overflow(yd[0], uint64_t{y.element_bytes()}, &y_bytes))
+    LPSGD_USAGE_ERROR(y.where() << ": implausible number of labels " << yd[0]);
+  check_storage(y, y_bytes);
+  s.attrs = read_attrs(*s.file, s.shape.c, strings);
   s.y.resize(static_cast<size_t>(s.shape.n));
   y.read_rows(0, yd[0], h5::Type::Int, s.y.data());
   for (size_t i = 0; i < s.y.size(); ++i)

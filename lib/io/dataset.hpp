@@ -60,12 +60,20 @@ struct Split {
 };
 
 /// Opens `split` ("train" or "test") of the dataset at `path`. `x_cache_bytes`
-/// sizes HDF5's chunk cache for x (0: HDF5's default).
-Split open_split(const std::string& path, const std::string& split, size_t x_cache_bytes = 0);
+/// sizes HDF5's chunk cache for x (0: HDF5's default). With `strings` false
+/// the string attributes (class_names, source) are not read, only class_names'
+/// count checked: see read_attrs.
+Split open_split(const std::string& path, const std::string& split, size_t x_cache_bytes = 0,
+                 bool strings = true);
 
 /// Reads and checks the attributes of "/" (num_classes required; mean/std
-/// default to 0/1 per channel when absent).
-DatasetAttrs read_attrs(const h5::File& file, int64_t channels);
+/// default to 0/1 per channel when absent). With `strings` false class_names
+/// and source are left empty: they are only informational, and variable-length
+/// strings live in HDF5's global heap, whose reader in HDF5 1.10 trusts the
+/// heap's object list — on a damaged one it loops forever or copies out of
+/// bounds (found by tests/fuzz/fuzz_dataset) — training never needs to take
+/// that risk. `lpsgd data info` still reads them.
+DatasetAttrs read_attrs(const h5::File& file, int64_t channels, bool strings = true);
 
 /// Names of the splits ("train", "test") present in the file, in that order.
 std::vector<std::string> split_names(const h5::File& file);

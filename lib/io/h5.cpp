@@ -172,9 +172,25 @@ Handle open_attr(const Location& loc, const std::string& name) {
   return a;
 }
 
-hssize_t attr_count(const Handle& a) {
+// Attributes lpsgd reads are small (names, per-channel statistics, scalars);
+// a count or size beyond these is damage, refused before any buffer is sized
+// from it.
+constexpr hssize_t kMaxAttrElements = hssize_t{1} << 24;
+constexpr size_t kMaxAttrBytes = size_t{1} << 28;
+
+// Elements of attribute `a` (named `what` in messages), checked against the limits above.
+size_t attr_count(const Handle& a, const std::string& what) {
   Handle space(H5Aget_space(a.id()), H5Sclose);
-  return H5Sget_simple_extent_npoints(space.id());
+  H5_CHECK(space.id(), what, "H5Aget_space");
+  const hssize_t n = H5Sget_simple_extent_npoints(space.id());
+  H5_CHECK(n, what, "H5Sget_simple_extent_npoints");
+  Handle type(H5Aget_type(a.id()), H5Tclose);
+  H5_CHECK(type.id(), what, "H5Aget_type");
+  const size_t size = H5Tget_size(type.id());
+  if (n > kMaxAttrElements || size == 0 || static_cast<size_t>(n) > kMaxAttrBytes / size)
+    LPSGD_USAGE_ERROR(what << " has " << n << " elements of " << size
+                           << " bytes, more than lpsgd reads from an attribute (damaged file?)");
+  return static_cast<size_t>(n);
 }
 
 Handle vlen_string_type() {
@@ -236,7 +252,7 @@ std::vector<std::string> Location::read_attr_strings(const std::string& name) co
   Handle ftype(H5Aget_type(a.id()), H5Tclose);
   if (H5Tget_class(ftype.id()) != H5T_STRING)
     LPSGD_USAGE_ERROR(what << " is not a string attribute");
-  const auto n = static_cast<size_t>(attr_count(a));
+  const size_t n = attr_count(a, what);
   std::vector<std::string> out;
   if (H5Tis_variable_str(ftype.id()) > 0) {
     Handle mtype = vlen_string_type();
@@ -261,6 +277,22 @@ std::vector<std::string> Location::read_attr_strings(const std::string& name) co
   return out;
 }
 
+size_t Location::attr_size(const std::string& name) const {
+  return attr_count(open_attr(*this, name), where() + " attribute " + name);
+}
+
+std::string Location::read_attr_fixed_string(const std::string& name) const {
+  {
+    Handle a = open_attr(*this, name);
+    Handle ftype(H5Aget_type(a.id()), H5Tclose);
+    H5_CHECK(ftype.id(), where() + " attribute " + name, "H5Aget_type");
+    if (H5Tget_class(ftype.id()) == H5T_STRING && H5Tis_variable_str(ftype.id()) > 0)
+      LPSGD_USAGE_ERROR(where() << " attribute " << name
+                                << " is a variable-length string, expected a fixed-length one");
+  }
+  return read_attr_string(name);
+}
+
 std::string Location::read_attr_string(const std::string& name) const {
   auto v = read_attr_strings(name);
   if (v.size() != 1) LPSGD_USAGE_ERROR(where() << " attribute " << name << " is not one string");
@@ -273,7 +305,7 @@ std::vector<double> Location::read_attr_doubles(const std::string& name) const {
   const H5T_class_t cls = H5Tget_class(ftype.id());
   if (cls != H5T_FLOAT && cls != H5T_INTEGER)
     LPSGD_USAGE_ERROR(where() << " attribute " << name << " is not numeric");
-  std::vector<double> out(static_cast<size_t>(attr_count(a)));
+  std::vector<double> out(attr_count(a, where() + " attribute " + name));
   H5_CHECK(H5Aread(a.id(), H5T_NATIVE_DOUBLE, out.data()), where() + " attribute " + name,
            "H5Aread");
   return out;
@@ -282,7 +314,7 @@ std::vector<double> Location::read_attr_doubles(const std::string& name) const {
 int64_t Location::read_attr_int(const std::string& name) const {
   Handle a = open_attr(*this, name);
   Handle ftype(H5Aget_type(a.id()), H5Tclose);
-  if (H5Tget_class(ftype.id()) != H5T_INTEGER || attr_count(a) != 1)
+  if (H5Tget_class(ftype.id()) != H5T_INTEGER || attr_count(a, where() + " attribute " + name) != 1)
     LPSGD_USAGE_ERROR(where() << " attribute " << name << " is not one integer");
   int64_t v = 0;
   H5_CHECK(H5Aread(a.id(), H5T_NATIVE_INT64, &v), where() + " attribute " + name, "H5Aread");
@@ -292,7 +324,7 @@ int64_t Location::read_attr_int(const std::string& name) const {
 uint64_t Location::read_attr_uint64(const std::string& name) const {
   Handle a = open_attr(*this, name);
   Handle ftype(H5Aget_type(a.id()), H5Tclose);
-  if (H5Tget_class(ftype.id()) != H5T_INTEGER || attr_count(a) != 1)
+  if (H5Tget_class(ftype.id()) != H5T_INTEGER || attr_count(a, where() + " attribute " + name) != 1)
     LPSGD_USAGE_ERROR(where() << " attribute " << name << " is not one integer");
   if (H5Tget_sign(ftype.id()) != H5T_SGN_NONE) {
     const int64_t v = read_attr_int(name);
@@ -518,6 +550,22 @@ hsize_t Dataset::size() const {
   const hssize_t n = H5Sget_simple_extent_npoints(space().id());
   H5_CHECK(n, where_, "H5Sget_simple_extent_npoints");
   return static_cast<hsize_t>(n);
+}
+
+size_t Dataset::element_bytes() const {
+  Handle t(H5Dget_type(id()), H5Tclose);
+  H5_CHECK(t.id(), where_, "H5Dget_type");
+  return H5Tget_size(t.id());
+}
+
+hsize_t Dataset::storage_bytes() const { return H5Dget_storage_size(id()); }
+
+bool Dataset::filtered() const {
+  Handle dcpl(H5Dget_create_plist(id()), H5Pclose);
+  H5_CHECK(dcpl.id(), where_, "H5Dget_create_plist");
+  const int n = H5Pget_nfilters(dcpl.id());
+  H5_CHECK(n, where_, "H5Pget_nfilters");
+  return n > 0;
 }
 
 haddr_t Dataset::file_offset() const { return H5Dget_offset(id()); }

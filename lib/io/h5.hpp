@@ -95,7 +95,14 @@ class Location {
   void write_attr(const std::string& name, int64_t value);
   void write_attr(const std::string& name, uint64_t value);
   void write_attr(const std::string& name, double value);
+  /// Number of elements of attribute `name`, read from its dataspace alone
+  /// (the values, e.g. strings in HDF5's global heap, are not touched).
+  size_t attr_size(const std::string& name) const;
   std::string read_attr_string(const std::string& name) const;
+  /// Like read_attr_string, but a variable-length string (kept in HDF5's
+  /// global heap, outside the metadata checksums) is an error: for files whose
+  /// format stores fixed-length strings (checkpoints).
+  std::string read_attr_fixed_string(const std::string& name) const;
   std::vector<std::string> read_attr_strings(const std::string& name) const;
   std::vector<double> read_attr_doubles(const std::string& name) const;
   int64_t read_attr_int(const std::string& name) const;
@@ -192,6 +199,12 @@ class Dataset {
   void write_all(Type mem, const void* in);
   /// Number of elements (1 for a scalar).
   hsize_t size() const;
+  /// Bytes of one element as stored.
+  size_t element_bytes() const;
+  /// Bytes of data the file holds for this dataset (compressed, if filtered).
+  hsize_t storage_bytes() const;
+  /// True when the dataset has a filter pipeline (compression, shuffle, ...).
+  bool filtered() const;
   /// Byte offset of a contiguous dataset's data in the file (HADDR_UNDEF when
   /// chunked or not yet written): lets tests damage exactly the data.
   haddr_t file_offset() const;

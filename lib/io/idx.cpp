@@ -57,18 +57,35 @@ IdxArray read_idx_u8(const std::string& path, int ndims) {
                            << (ndims == 1 ? "" : "s") << ")");
   }
   IdxArray a;
+  constexpr size_t kMaxElements = size_t{1} << 40;
   size_t total = 1;
+  bool implausible = false, empty = false;
   for (int d = 0; d < ndims; ++d) {
     unsigned char b[4];
     if (read_some(f.get(), path, b, 4) != 4)
       LPSGD_USAGE_ERROR(path << ": truncated IDX file (header ends inside the dimensions)");
     const uint32_t v = (uint32_t{b[0]} << 24) | (uint32_t{b[1]} << 16) | (uint32_t{b[2]} << 8) | b[3];
     a.dims.push_back(v);
+    // Checked before multiplying: three 32-bit sizes can wrap 64 bits around
+    // to a small product.
+    if (v == 0) empty = true;
+    else if (total > kMaxElements / v) implausible = true;
     total *= v;
   }
-  if (total > (size_t{1} << 40)) LPSGD_USAGE_ERROR(path << ": implausible IDX dimensions");
-  a.data.resize(total);
-  const size_t n = read_some(f.get(), path, a.data.data(), total);
+  if (empty) total = 0;
+  else if (implausible) LPSGD_USAGE_ERROR(path << ": implausible IDX dimensions");
+  // The buffer grows with the data actually read, not to what the header
+  // claims: a damaged header asking for terabytes is then a truncated file,
+  // not an allocation of terabytes.
+  size_t n = 0;
+  for (size_t block = size_t{1} << 16; n < total; block = std::min(block * 2, size_t{1} << 26)) {
+    const size_t ask = std::min(block, total - n);
+    a.data.resize(n + ask);
+    const size_t arrived = read_some(f.get(), path, a.data.data() + n, ask);
+    n += arrived;
+    if (arrived < ask) break;
+  }
+  a.data.resize(n);
   if (n != total)
     LPSGD_USAGE_ERROR(path << ": truncated IDX file (" << n << " of " << total
                            << " data bytes present)");

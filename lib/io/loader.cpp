@@ -36,14 +36,15 @@ Loader::Loader(LoaderOptions opt) : opt_(std::move(opt)) {
     LPSGD_USAGE_ERROR("shuffle window must be at least one chunk, got " << opt_.window_chunks);
   if (!(opt_.cache_mb >= 0)) LPSGD_USAGE_ERROR("data cache size must be >= 0 MiB");
 
-  split_ = open_split(opt_.path, opt_.split);
+  // Without the informational strings: see read_attrs.
+  split_ = open_split(opt_.path, opt_.split, 0, /*strings=*/false);
   const SplitShape& s = split_.shape;
   const size_t sample_bytes = s.sample_bytes();
   const double x_mb = static_cast<double>(sample_bytes) * static_cast<double>(s.n) / (1 << 20);
   streaming_ = x_mb > opt_.cache_mb;
   chunk_rows_ = split_.chunk_rows > 0 ? split_.chunk_rows
                                       : DatasetWriter::chunk_rows_for(sample_bytes, s.n);
-  chunk_rows_ = std::max<int64_t>(1, chunk_rows_);
+  chunk_rows_ = std::max<int64_t>(1, std::min(chunk_rows_, s.n));  // a chunk may overhang N
 
   if (s.n >= (int64_t{1} << 32))  // the shuffles draw 32-bit indices (Rng::below)
     LPSGD_USAGE_ERROR(opt_.path << ": /" << opt_.split << " has " << s.n

@@ -119,6 +119,7 @@ class Loader {
 
   int64_t size() const { return split_.shape.n; }
   const SplitShape& shape() const { return split_.shape; }
+  /// num_classes, mean and std; class_names and source are not read (see read_attrs).
   const DatasetAttrs& attrs() const { return split_.attrs; }
   int64_t num_classes() const { return split_.attrs.num_classes; }
   bool streaming() const { return streaming_; }

@@ -1,0 +1,149 @@
+// Writes the seed corpora of the fuzz harnesses (tests/fuzz/run.sh runs it at
+// build time, so no binary seeds are committed): valid files of each format,
+// small, through the library's own writers, like the unit tests' fixtures
+// (tests/unit/io_fixtures.hpp, tests/tools/make_ckpt.cpp).
+//
+//   make_seeds OUTDIR   writes OUTDIR/idx/*, OUTDIR/dataset/*, OUTDIR/ckpt/*
+// The config harness's seeds are text, committed under tests/fuzz/corpus/config.
+#include <zlib.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "io/checkpoint.hpp"
+#include "io/dataset.hpp"
+
+using namespace lpsgd;
+namespace fs = std::filesystem;
+
+namespace {
+
+void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes, bool gz) {
+  if (gz) {
+    gzFile f = gzopen(path.c_str(), "wb9");
+    LPSGD_CHECK(f && gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())) ==
+                         static_cast<int>(bytes.size()),
+                "cannot write " << path);
+    gzclose(f);
+    return;
+  }
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  LPSGD_CHECK(f && std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size(),
+              "cannot write " << path);
+  std::fclose(f);
+}
+
+std::vector<uint8_t> idx(const std::vector<uint32_t>& dims) {
+  std::vector<uint8_t> b;
+  auto be32 = [&](uint32_t v) {
+    for (int s = 24; s >= 0; s -= 8) b.push_back(static_cast<uint8_t>(v >> s));
+  };
+  be32(0x0800u | static_cast<uint32_t>(dims.size()));
+  size_t n = 1;
+  for (uint32_t d : dims) {
+    be32(d);
+    n *= d;
+  }
+  for (size_t i = 0; i < n; ++i) b.push_back(static_cast<uint8_t>(i * 37 % 251));
+  return b;
+}
+
+void idx_seeds(const std::string& dir) {
+  write_bytes(dir + "/images.idx", idx({3, 4, 5}), false);
+  write_bytes(dir + "/images.idx.gz", idx({2, 28, 28}), true);
+  write_bytes(dir + "/labels.idx", idx({10}), false);
+  write_bytes(dir + "/labels.idx.gz", idx({7}), true);
+  write_bytes(dir + "/empty-images.idx", idx({0, 2, 2}), false);
+}
+
+// Sample i is filled with i (as io_fixtures' write_index_dataset); label i % classes.
+void dataset(const std::string& path, int64_t n_train, int64_t n_test, io::SampleType type,
+             int64_t c, int64_t h, int64_t w, int64_t chunk_rows, int gzip,
+             std::vector<std::string> names) {
+  const int64_t classes = names.empty() ? 3 : static_cast<int64_t>(names.size());
+  io::DatasetWriter wr(path, classes, names, "fuzz seed", gzip);
+  for (auto [split, n] : {std::pair<const char*, int64_t>{"train", n_train}, {"test", n_test}}) {
+    if (n == 0) continue;
+    const io::SplitShape shape{n, c, h, w, type};
+    wr.begin_split(split, shape, chunk_rows);
+    const int64_t e = shape.sample_elems();
+    std::vector<uint8_t> xu(static_cast<size_t>(n * e));
+    std::vector<float> xf(xu.size());
+    std::vector<int32_t> y(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      y[static_cast<size_t>(i)] = static_cast<int32_t>(i % classes);
+      for (int64_t k = 0; k < e; ++k) {
+        xu[static_cast<size_t>(i * e + k)] = static_cast<uint8_t>(i);
+        xf[static_cast<size_t>(i * e + k)] = static_cast<float>(i) * 0.5f;
+      }
+    }
+    wr.append(type == io::SampleType::U8 ? static_cast<const void*>(xu.data()) : xf.data(),
+              y.data(), n);
+    wr.end_split();
+  }
+  wr.commit();
+}
+
+void dataset_seeds(const std::string& dir) {
+  dataset(dir + "/u8-plain.h5", 6, 3, io::SampleType::U8, 1, 3, 2, 2, 0, {});
+  dataset(dir + "/f32-gzip.h5", 5, 0, io::SampleType::F32, 2, 2, 2, 2, 4, {"a", "b", "c", "d"});
+  dataset(dir + "/u8-test-only.h5", 0, 4, io::SampleType::U8, 1, 2, 2, 0, 1, {});
+}
+
+void ckpt_seeds(const std::string& dir) {
+  const std::vector<std::vector<int64_t>> shapes[] = {{{4, 3}, {3}}, {{2, 1, 2}, {}}, {}};
+  int64_t step = 1;
+  for (const auto& list : shapes) {
+    io::Checkpoint c;
+    c.meta.step = step;
+    c.meta.epoch = 1;
+    c.meta.samples = 128;
+    c.meta.lr = 0.05;
+    c.meta.seed = 42;
+    c.meta.ranks = 2;
+    c.meta.batch = 64;
+    c.meta.model = "mlp:4-3";
+    c.meta.config = "model = mlp:4-3\nlr = 0.05\n";
+    c.meta.version = "seed";
+    for (size_t i = 0; i < list.size(); ++i) {
+      io::CkptTensor t;
+      t.name = "layer0/" + std::string(i ? "bias" : "weight");
+      t.shape = list[i];
+      size_t n = 1;
+      for (int64_t d : t.shape) n *= static_cast<size_t>(d);
+      for (size_t k = 0; k < n; ++k) t.data.push_back(static_cast<float>(k) * 0.25f);
+      c.params.push_back(t);
+      t.name = "momentum/" + t.name;
+      c.optimizer.push_back(t);
+    }
+    const std::string tmp = dir + "/tmp";
+    const std::string p = io::write_checkpoint(tmp, c, 1);
+    fs::rename(p, dir + "/ckpt-" + std::to_string(step) + ".h5");
+    fs::remove_all(tmp);
+    ++step;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: make_seeds OUTDIR\n");
+    return 2;
+  }
+  try {
+    const std::string out = argv[1];
+    for (const char* h : {"idx", "dataset", "ckpt"}) fs::create_directories(out + "/" + h);
+    idx_seeds(out + "/idx");
+    dataset_seeds(out + "/dataset");
+    ckpt_seeds(out + "/ckpt");
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "make_seeds: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer harnesses (tests/fuzz/*.cpp) in build-fuzz with clang,
+# ASan and UBSan, writes their seed corpora, and runs each harness for SECONDS
+# (default 30) one after the other. Prints per harness the inputs run, execs/s,
+# coverage (libFuzzer's cov: edges) and the result; exits non-zero when any
+# harness found something (crash, sanitizer report, leak, timeout, uncaught
+# exception, an HDF5 error stack printed). Inputs that fail are kept in
+# build-fuzz/fuzz/findings/HARNESS/, the growing corpus in build-fuzz/fuzz/corpus/.
+#
+# Usage: tests/fuzz/run.sh [SECONDS] [HARNESS...]   (HARNESS: idx dataset ckpt config)
+# Environment: LPSGD_FUZZ_BUILD (build directory, default build-fuzz),
+#              LPSGD_FUZZ_ARGS (extra libFuzzer flags), LPSGD_FUZZ_NICE (default 5).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+secs=${1:-30}
+[[ $secs =~ ^[0-9]+$ ]] || { echo "usage: $0 [SECONDS] [HARNESS...]" >&2; exit 2; }
+shift $(($# > 0 ? 1 : 0))
+harnesses=("$@")
+((${#harnesses[@]})) || harnesses=(idx dataset ckpt config)
+build=${LPSGD_FUZZ_BUILD:-build-fuzz}
+nice_level=${LPSGD_FUZZ_NICE:-5}
+
+# ---- build ----------------------------------------------------------------------
+mkdir -p "$build"
+if ! cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=clang \
+    -DCMAKE_CXX_COMPILER=clang++ -DLPSGD_FUZZ=ON -DLPSGD_TESTS=OFF -DLPSGD_CUDA=OFF \
+    -DLPSGD_ONEDNN=OFF >"$build/cmake.log" 2>&1; then
+  cat "$build/cmake.log"
+  exit 1
+fi
+targets=(fuzz_make_seeds)
+for h in "${harnesses[@]}"; do targets+=("fuzz_$h"); done
+nice -n "$nice_level" cmake --build "$build" -j"$(nproc)" --target "${targets[@]}"
+
+# ---- seeds ------------------------------------------------------------------------
+out=$build/fuzz
+rm -rf "$out/seeds"
+"$out/fuzz_make_seeds" "$out/seeds"
+mkdir -p "$out/seeds/config"
+cp tests/fuzz/corpus/config/* jobs/configs/*.ini "$out/seeds/config/"
+
+# ---- run --------------------------------------------------------------------------
+# allocator_may_return_null: C malloc of an impossible size returns NULL, as
+# glibc's does (HDF5 allocates sizes read from the file and checks for NULL);
+# C++ new of one still reports. HDF5's own leaks: see lsan.supp.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:allocator_may_return_null=1}
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/tests/fuzz/lsan.supp:print_suppressions=0}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+read -r -a extra <<<"${LPSGD_FUZZ_ARGS:-}"
+failed=0
+rows=()
+for h in "${harnesses[@]}"; do
+  corpus=$out/corpus/$h findings=$out/findings/$h log=$out/logs/$h.log
+  mkdir -p "$corpus" "$findings" "$out/logs"
+  echo "fuzz: $h for ${secs}s (log: $log)"
+  dirs=("$corpus" "$out/seeds/$h")
+  # Inputs that once failed (kept for the unit tests) stay in the corpus too.
+  [[ -d tests/fuzz/regressions/$h ]] && dirs+=("tests/fuzz/regressions/$h")
+  # -timeout is wall-clock: 30 s, not less, so a starved process on a loaded
+  # shared machine is not taken for a hang (inputs take milliseconds).
+  flags=(-max_total_time="$secs" -timeout=30 -rss_limit_mb=2048 -print_final_stats=1
+         -artifact_prefix="$findings/")
+  [[ -f tests/fuzz/$h.dict ]] && flags+=(-dict="tests/fuzz/$h.dict")
+  rc=0
+  nice -n "$nice_level" "$out/fuzz_$h" "${flags[@]}" "${extra[@]}" "${dirs[@]}" \
+    >"$log" 2>&1 || rc=$?
+  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n1)
+  eps=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -n1)
+  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -n1 | cut -d' ' -f2 || true)
+  result=ok
+  if ((rc != 0)); then
+    what=$(grep -m1 -E 'ERROR: (AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer|libFuzzer)|runtime error:|FUZZ FINDING|terminate called|deadly signal|timeout after' "$log" || true)
+    result="FOUND (exit $rc): ${what:-see $log}"
+  elif grep -q 'HDF5-DIAG' "$log"; then
+    result="FOUND: HDF5 printed its error stack (see $log)"
+  fi
+  [[ $result == ok ]] || failed=1
+  rows+=("$(printf '%-8s %10s %8s %7s  %s' "$h" "${runs:-?}" "${eps:-?}" "${cov:-?}" "$result")")
+done
+
+printf '%-8s %10s %8s %7s  %s\n' harness runs execs/s cov result
+printf '%s\n' "${rows[@]}"
+exit "$failed"
