@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <sstream>
+#include <string>
 #include <tuple>
+#include <vector>
 
 #include "core/error.hpp"
 
@@ -97,16 +99,28 @@ Chain::~Chain() {
 }
 
 std::string Chain::describe() const {
-  std::ostringstream os;
-  os << "P=" << size_ << " nodes=" << nodes_ << ": [";
+  // One bracket per node, in chain order. Past 16 nodes only the first eight
+  // and the last four are listed: a 1,024-node chain is one line, not a page.
+  std::vector<std::string> groups;
   for (int p = 0; p < size_; ++p) {
-    if (p > 0) {
-      const bool same = node_of_[static_cast<size_t>(p)] == node_of_[static_cast<size_t>(p) - 1];
-      os << (same ? " " : "] [");
+    const bool same = p > 0 && node_of_[static_cast<size_t>(p)] == node_of_[static_cast<size_t>(p) - 1];
+    if (same) {
+      groups.back() += " " + std::to_string(p);
+    } else {
+      groups.push_back(std::to_string(p));
     }
-    os << p;
   }
-  os << "]";
+  constexpr size_t kAll = 16, kHead = 8, kTail = 4;
+  std::ostringstream os;
+  os << "P=" << size_ << " nodes=" << nodes_ << ":";
+  for (size_t g = 0; g < groups.size(); ++g) {
+    if (groups.size() > kAll && g == kHead) {
+      os << " ... (" << groups.size() - kHead - kTail << " more)";
+      g = groups.size() - kTail - 1;
+      continue;
+    }
+    os << " [" << groups[g] << "]";
+  }
   return os.str();
 }
 

@@ -48,7 +48,7 @@ class Chain {
   int parent_rank_of(int pos) const { return parent_rank_of_[static_cast<size_t>(pos)]; }
   /// Node of chain position p.
   int node_of(int p) const { return node_of_[static_cast<size_t>(p)]; }
-  /// "P=8 nodes=2: [0 1 2 3] mpi [4 5 6 7]" for logs.
+  /// "P=8 nodes=2: [0 1 2 3] [4 5 6 7]" for logs; past 16 nodes the middle is elided.
   std::string describe() const;
 
  private:
