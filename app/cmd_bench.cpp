@@ -123,7 +123,7 @@ int run_bench(int argc, char** argv) {
     ("json", po::value(&json_path), "write one JSON object per row to FILE")
     ("csv", po::value(&csv_path), "write the rows as CSV to FILE")
     ("calibrate", po::bool_switch(&do_calibrate), "measure alpha, beta, gamma; write the calibration file")
-    ("calibration", po::value(&calib), "calibration file to read/write (default ~/.cache/lpsgd/calibration.ini)");
+    ("calibration", po::value(&calib), "calibration file to read/write (default ~/.cache/lpsgd/calibration-HOST.ini, one per machine)");
   po::variables_map vm;
   if (!cli::parse(argc, argv, desc, vm, "usage: lpsgd bench [--op LIST] [--algo LIST] [-b MIN -e MAX -f F] [options]"))
     return 0;

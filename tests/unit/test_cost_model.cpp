@@ -179,6 +179,10 @@ TEST(CostModel, TreeIsFillPlusSteps) {
   EXPECT_DOUBLE_EQ(m.predict(Algo::Tree, CollKind::Allreduce, 1000, 2, 0, blk, kMpi),
                    2 * (a + blk * (b + g)) + 4 * (a + 2 * blk * b + 2 * blk * g));
   EXPECT_DOUBLE_EQ(m.predict(Algo::Tree, CollKind::Bcast, 1000, 1, 0, blk, kMpi), 0.0);
+  // A short last block: 500 bytes per tree in blocks of 150 are 150, 150, 150
+  // and 50; the three steps after the fill carry 350 bytes, not 450.
+  EXPECT_DOUBLE_EQ(m.predict(Algo::Tree, CollKind::Bcast, 1000, 8, 0, 150, kMpi),
+                   3 * (a + 2 * 150 * b) + 3 * a + 2 * 350 * b);
   // The best block is the prediction's minimum.
   for (int P : {3, 64, 1024})
     for (CollKind k : {CollKind::Bcast, CollKind::Allreduce}) {
