@@ -1,6 +1,7 @@
 #include "comm/links/shm_link.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <exception>
 #include <new>
@@ -13,6 +14,14 @@ namespace lpsgd::comm {
 namespace {
 constexpr size_t kPage = 4096;
 size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
+// MPI_Win_allocate_shared aligns a rank's segment to 8 bytes only (Open MPI
+// 4.1 puts it 0x108 into a page), and the control block's atomics want their
+// own cache lines: every rank starts a segment at the next 64-byte boundary.
+// Mappings are page-aligned, so all ranks find the same boundary.
+constexpr size_t kLine = alignof(ShmControl);
+char* line_aligned(void* p) {
+  return reinterpret_cast<char*>(round_up(reinterpret_cast<uintptr_t>(p), kLine));
+}
 }  // namespace
 
 ShmArena::ShmArena(const Chain& chain, int window, size_t slot_bytes, bool needed)
@@ -25,7 +34,7 @@ ShmArena::ShmArena(const Chain& chain, int window, size_t slot_bytes, bool neede
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, chain.node_comm()));
   if (!any) return;
   active_ = true;
-  segment_bytes_ = round_up(sizeof(ShmControl), kPage) +
+  segment_bytes_ = kLine + round_up(sizeof(ShmControl), kPage) +
                    (needed ? 2 * static_cast<size_t>(window) * slot_bytes : 0);
   void* base = nullptr;
   MPI_Info info;
@@ -37,7 +46,7 @@ ShmArena::ShmArena(const Chain& chain, int window, size_t slot_bytes, bool neede
   // Touch everything now (no page faults inside collectives), then start the
   // flags at zero: nothing published, nothing consumed.
   std::memset(base, 0, segment_bytes_);
-  auto* ctrl = new (base) ShmControl;
+  auto* ctrl = new (line_aligned(base)) ShmControl;
   for (auto& dir : ctrl->ready)
     for (auto& f : dir) f.store(0, std::memory_order_relaxed);
   for (auto& c : ctrl->consumed) c.store(0, std::memory_order_relaxed);
@@ -121,7 +130,7 @@ char* ShmArena::segment(int chain_pos) const {
   int disp = 0;
   void* base = nullptr;
   MPI_CHECK(MPI_Win_shared_query(win_, node_rank, &size, &disp, &base));
-  return static_cast<char*>(base);
+  return line_aligned(base);
 }
 
 size_t ShmArena::slots_offset(int dir) const {
