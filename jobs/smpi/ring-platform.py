@@ -3,7 +3,7 @@
 own full-duplex link (a ring network, like a chain of point-to-point or peer
 links), rather than one NIC per host into a switch.
 
-    jobs/smpi/ring-platform.py [--hosts 1024] [--bw 10Gbps] [--lat 1us] > FILE.xml
+    jobs/smpi/ring-platform.py [--hosts 4096] [--bw 10Gbps] [--lat 1us] > FILE.xml
 
 Only neighbours have routes of their own; other pairs are routed along the
 ring by SimGrid (DijkstraCache), so algorithms that talk to far ranks share
@@ -15,7 +15,7 @@ links, as they would on such a network. For a sweep:
 import argparse
 
 ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-ap.add_argument("--hosts", type=int, default=1024)
+ap.add_argument("--hosts", type=int, default=4096)
 ap.add_argument("--bw", default="10Gbps")
 ap.add_argument("--lat", default="1us")
 a = ap.parse_args()

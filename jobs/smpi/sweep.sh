@@ -9,9 +9,8 @@
 #
 # Defaults: P = 2, 4, ..., 1024, 64 MiB float sum, all three collectives, the
 # four algorithms, jobs/smpi/cluster-10g.xml, out runs/smpi-<platform>/.
-# The grid of docs/simulation.md (about 1.5 h on one core; P = 4096 would take
-# hours, start-up alone growing as P^2, and the platforms have 1024 hosts):
-#   jobs/smpi/sweep.sh --ranks 2,8,64,256,1024 --bytes 64K,1M,16M,64M \
+# The grid of docs/simulation.md (docs/simulation.md gives the time it took):
+#   jobs/smpi/sweep.sh --ranks 2,8,64,256,1024,4096 --bytes 64K,1M,16M,64M \
 #                      --op bcast,allreduce --algo lp,tree,be,ring,auto
 #
 # How it simulates (why each setting: SIMGRID.md-style notes in README.md):
@@ -28,8 +27,13 @@
 #    iterations) use Open MPI's algorithms, whose requests SMPI does forget.
 #  - the algorithms of one collective share a simulation: each starts after a
 #    barrier on an idle network, so its time is the same as alone (checked at
-#    P = 64: identical to the nanosecond), and start-up (MPI_Comm_dup and
-#    friends cost O(P^2) here: minutes at P = 1024) is paid once.
+#    P = 64: identical to the nanosecond), and start-up is paid once.
+#  - smpi/bcast:binomial_tree: SMPI gives every new communicator an id by a
+#    broadcast, and the one it ran from P = 256 on (MVAPICH2's intra-node
+#    k-nomial, seen in a profile) first maps ranks to hosts by a ring allgather,
+#    P^2 messages per communicator: start-up took 28 s at P = 256 and ~20 min
+#    at P = 1024, 0.5 s and 4 s with the binomial tree. lpsgd's collectives do
+#    not use MPI_Bcast; the simulated times are the same to the nanosecond.
 #  - LP with one block in flight per link (--window 1): concurrent messages on
 #    a simulated link share its bandwidth instead of queueing as on a real one.
 #  - block size from the cost model, whose alpha and beta are set to the
@@ -158,7 +162,7 @@ for cfg in "${configs[@]}"; do
   if smpirun -np "$P" -platform "$platform" -hostfile "$out/hostfile" \
        --cfg=smpi/bw-factor:0:1 --cfg=smpi/lat-factor:0:1 --cfg=network/crosstraffic:0 \
        --cfg=smpi/simulate-computation:no --cfg=smpi/test:0 --cfg=smpi/send-is-detached-thresh:0 \
-       --cfg=smpi/coll-selector:ompi \
+       --cfg=smpi/coll-selector:ompi --cfg=smpi/bcast:binomial_tree \
        --cfg=smpi/shared-malloc-blocksize:67108864 --log=root.thres:warning \
        "$bench" --op "$op" --algo "$algo" --sizes "$bytes" -n 1 -w 0 --window 1 \
        --block auto --shared-buffers --calibration "$calib" --comm-timeout 1e9 \
