@@ -4,7 +4,8 @@
 # (default 30) one after the other. Prints per harness the inputs run, execs/s,
 # coverage (libFuzzer's cov: edges) and the result; exits non-zero when any
 # harness found something (crash, sanitizer report, leak, timeout, uncaught
-# exception, an HDF5 error stack printed). Inputs that fail are kept in
+# exception, an HDF5 error stack printed) in lpsgd; a crash inside HDF5 itself
+# is reported as HDF5-internal and does not fail the run. Failing inputs are kept in
 # build-fuzz/fuzz/findings/HARNESS/, the growing corpus in build-fuzz/fuzz/corpus/.
 #
 # Usage: tests/fuzz/run.sh [SECONDS] [HARNESS...]   (HARNESS: idx dataset ckpt config)
@@ -48,6 +49,17 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:allocator_ma
 export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/tests/fuzz/lsan.supp:print_suppressions=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 read -r -a extra <<<"${LPSGD_FUZZ_ARGS:-}"
+
+# True when the first report in LOG stops inside HDF5 itself: its first stack
+# frame past the sanitizer's own interceptors is in libhdf5. Such findings are
+# HDF5 1.10's bugs, below the API lpsgd calls (tests/fuzz/hdf5-internal/README.md):
+# reported, their inputs kept, but they do not fail the run.
+in_hdf5() {
+  awk '/ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:/ { on = 1; next }
+       on && /^ *#[0-9]+ / && !/__interceptor_|__asan_|__sanitizer|__ubsan|libclang_rt/ {
+         exit ($0 ~ /libhdf5/ ? 0 : 1) }
+       END { if (!on) exit 1 }' "$1"
+}
 failed=0
 rows=()
 for h in "${harnesses[@]}"; do
@@ -71,11 +83,15 @@ for h in "${harnesses[@]}"; do
   result=ok
   if ((rc != 0)); then
     what=$(grep -m1 -E 'ERROR: (AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer|libFuzzer)|runtime error:|FUZZ FINDING|terminate called|deadly signal|timeout after' "$log" || true)
-    result="FOUND (exit $rc): ${what:-see $log}"
+    if in_hdf5 "$log"; then
+      result="HDF5-internal (exit $rc, not lpsgd's; input in $findings): ${what:-see $log}"
+    else
+      result="FOUND (exit $rc): ${what:-see $log}"
+    fi
   elif grep -q 'HDF5-DIAG' "$log"; then
     result="FOUND: HDF5 printed its error stack (see $log)"
   fi
-  [[ $result == ok ]] || failed=1
+  [[ $result == ok || $result == HDF5-internal* ]] || failed=1
   rows+=("$(printf '%-8s %10s %8s %7s  %s' "$h" "${runs:-?}" "${eps:-?}" "${cov:-?}" "$result")")
 done
 
