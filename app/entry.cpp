@@ -2,10 +2,12 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <string>
+#include <thread>
 
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -40,6 +42,25 @@ bool all_ranks_agree(double timeout_s) {
 // neighbour) must not keep the job up for long.
 constexpr double kRuntimeGraceS = 2.0;
 
+// MPI_Abort should end the job at once, but with MPICH under srun --mpi=pmi2
+// it only reports the abort and waits for the launcher to kill this rank,
+// which Slurm does KillWait (often 30 s) after its SIGTERM, a SIGTERM lpsgd
+// takes as a request to checkpoint. A rank that gets here is finished either
+// way: if MPI_Abort has not ended it within kAbortWaitS, it exits by itself,
+// non-zero, which every launcher takes as the job's failure.
+constexpr double kAbortWaitS = 2.0;
+[[noreturn]] void abort_job(int code) {
+#ifndef SMPI_SHARED_MALLOC
+  std::thread([code] {
+    std::this_thread::sleep_for(std::chrono::duration<double>(kAbortWaitS));
+    std::fflush(nullptr);
+    std::_Exit(code);
+  }).detach();
+#endif
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::abort();  // MPI_Abort does not return
+}
+
 // exit() unqualified: under SimGrid it is SMPI's macro, which ends this rank
 // rather than the whole simulation.
 [[noreturn]] void fail(const std::string& message, int code, bool usage) {
@@ -57,7 +78,7 @@ constexpr double kRuntimeGraceS = 2.0;
   else
     std::fprintf(stderr, "lpsgd: error: %s\n", message.c_str());
   std::fflush(stderr);
-  if (size > 1 && !(!usage && all_ranks_agree(kRuntimeGraceS))) MPI_Abort(MPI_COMM_WORLD, code);
+  if (size > 1 && !(!usage && all_ranks_agree(kRuntimeGraceS))) abort_job(code);
   MPI_Finalize();
   exit(code);
 }

@@ -1,35 +1,92 @@
 #!/usr/bin/env bash
-# A one-machine Slurm cluster (munged + slurmctld + slurmd on localhost) for
-# trying jobs/slurm/*.sbatch and for the e2e tests. Everything it writes lives
-# under one directory; no file in /etc is read or touched.
+# A Slurm cluster on this machine for trying jobs/slurm/*.sbatch and for the
+# e2e tests: munged, slurmctld and slurmd. Everything it writes lives under one
+# directory; no file in /etc is read or touched.
 #
-#   jobs/local/slurm-cluster.sh start    # up (idempotent), waits until the node is idle
+#   jobs/local/slurm-cluster.sh start    # up (idempotent), waits until the nodes are idle
 #   eval "$(jobs/local/slurm-cluster.sh env)"   # point sbatch, squeue, ... at it
 #   jobs/local/slurm-cluster.sh status   # daemons, sinfo, squeue; exit 3 when not up
 #   jobs/local/slurm-cluster.sh stop     # cancel jobs, shut down, verify nothing is left
+#   jobs/local/slurm-cluster.sh exec CMD...   # a Slurm command (sbatch, squeue, ...) run
+#                                             # where it reaches this cluster
 #
-# LPSGD_SLURM_DIR   where it lives (default /tmp/lpsgd-slurm)
+# One node (the default): localhost, every daemon on this machine's network.
+# --netns (before the command): one node per network namespace of the cluster
+# jobs/local/netns-cluster.sh brought up, each with its own slurmd at its own
+# address, so `sbatch --nodes=4` spans namespaces and its ranks talk over the
+# shaped links. Each daemon runs in its node's namespace under the node's host
+# name, with the cluster's hosts file and a private TmpFS (node-local /tmp of a
+# real cluster); slurmctld runs in node 0. Clients must run where they reach
+# it: `slurm-cluster.sh --netns exec sbatch ...` (from the host namespace,
+# sbatch cannot reach node 0).
+#
+# LPSGD_SLURM_DIR   where it lives (default /tmp/lpsgd-slurm, /tmp/lpsgd-slurm-netns
+#                   with --netns); a directory is one kind of cluster for good
 # LPSGD_SLURM_PORT  slurmctld port, slurmd takes the next one (default: the first
 #                   free pair from 6817); read only when the config is first written
 # LPSGD_SLURM_TIMEOUT  seconds start and stop wait (default 30)
+# LPSGD_NETNS_PREFIX   which netns cluster --netns uses (default lpsgd, as netns-cluster.sh)
 # Needs root: slurmd launches the jobs' processes.
 set -euo pipefail
 
-DIR=${LPSGD_SLURM_DIR:-/tmp/lpsgd-slurm}
+NETNS=0
+if [[ ${1:-} == --netns ]]; then NETNS=1; shift; fi
+if ((NETNS)); then DIR=${LPSGD_SLURM_DIR:-/tmp/lpsgd-slurm-netns}; else DIR=${LPSGD_SLURM_DIR:-/tmp/lpsgd-slurm}; fi
 TIMEOUT=${LPSGD_SLURM_TIMEOUT:-30}
 CONF=$DIR/etc/slurm.conf
 MUNGE_SOCKET=$DIR/munge-run/munge.socket
 # Slurm's clients and daemons started from here read this cluster's config only.
 export SLURM_CONF=$CONF
-
+# A directory made for namespaces stays one (its config names their nodes).
+if [[ -s $DIR/etc/netns ]]; then
+  NETNS=1
+elif [[ -s $CONF ]] && ((NETNS)); then
+  echo "slurm-cluster: error: $DIR holds a one-node cluster; give --netns another LPSGD_SLURM_DIR" >&2
+  exit 2
+fi
 die() { echo "slurm-cluster: error: $*" >&2; exit 1; }
 say() { echo "slurm-cluster: $*"; }
 
+# The nodes, their addresses, and the id each slurmd's pid file carries
+# (slurmd.pid for the one local node, slurmd-NODE.pid with --netns).
+NODES=(localhost) ADDRS=(127.0.0.1) SLURMD_IDS=("")
+if ((NETNS)); then
+  NETNS_PREFIX=${LPSGD_NETNS_PREFIX:-lpsgd}
+  netns_nodes=$(sed -n 's/^nodes=//p' "/run/$NETNS_PREFIX-netns/cluster" 2>/dev/null || true)
+  if [[ -s $DIR/etc/netns ]]; then  # as the config was written
+    NETNS_PREFIX=$(sed -n 's/^prefix=//p' "$DIR/etc/netns")
+    netns_nodes=$(sed -n 's/^nodes=//p' "$DIR/etc/netns")
+  fi
+  NODES=() ADDRS=() SLURMD_IDS=()
+  for ((i = 0; i < ${netns_nodes:-0}; i++)); do
+    # netns-cluster.sh's names and addresses
+    NODES+=("$NETNS_PREFIX-n$i") ADDRS+=("198.18.0.$((i + 1))") SLURMD_IDS+=("$NETNS_PREFIX-n$i")
+  done
+fi
+
+# in_node NODE CMD...: CMD on NODE. With --netns: in the node's network
+# namespace, under its host name (a UTS namespace), seeing the cluster's hosts
+# file as /etc/hosts and its own directory as TmpFS (a mount namespace, so
+# nothing changes outside); its children (slurmstepd, the job) inherit all three.
+# nsenter rather than `ip netns exec`, which remounts /sys and so hides
+# /sys/fs/cgroup, without which slurmd does not start.
+in_node() {
+  local node=$1
+  shift
+  if ((!NETNS)); then "$@"; return; fi
+  # shellcheck disable=SC2016  # expanded by the inner shell
+  nsenter --net="/run/netns/$node" unshare --uts --mount /bin/sh -c \
+    'hostname "$1" && mount --bind "$2" /etc/hosts && mount --bind "$3" "$4" && shift 4 && exec "$@"' \
+    in_node "$node" "$DIR/etc/hosts" "$DIR/node-tmp/$node" "$DIR/tmp" "$@"
+}
+# A Slurm client command where it reaches slurmctld (node 0).
+client() { in_node "${NODES[0]}" "$@"; }
+
 # Pid of a daemon of this cluster from its pid file, if it is alive and still
 # that program (a stale pid file may name a reused pid). A zombie waiting for
-# init to reap it counts as gone.
+# init to reap it counts as gone. daemon_pid slurmd ID: the slurmd of SLURMD_IDS.
 daemon_pid() {
-  local name=$1 file=$DIR/run/$1.pid pid comm state
+  local name=$1 file=$DIR/run/$1${2:+-$2}.pid pid comm state
   [[ -r $file ]] || return 1
   pid=$(<"$file")
   [[ $pid =~ ^[0-9]+$ ]] || return 1
@@ -79,8 +136,10 @@ log_tail() {
 
 write_config() {
   [[ -s $CONF ]] && return 0
-  local port=${LPSGD_SLURM_PORT:-} node
-  if [[ -z $port ]]; then
+  local port=${LPSGD_SLURM_PORT:-} hw i
+  if [[ -z $port ]] && ((NETNS)); then
+    port=6817  # the namespaces' ports are theirs alone
+  elif [[ -z $port ]]; then
     for ((port = 6817; port < 6917; port += 2)); do
       port_free "$port" && port_free $((port + 1)) && break
     done
@@ -93,14 +152,29 @@ write_config() {
   if [[ ! -s $DIR/munge/munge.key ]]; then
     (umask 077 && dd if=/dev/urandom of="$DIR/munge/munge.key" bs=1024 count=1 status=none)
   fi
-  # The node is this machine as slurmd sees it, named localhost so that it
-  # resolves everywhere.
-  node=$(slurmd -C | head -n 1) || die "slurmd -C failed"
-  node="NodeName=localhost ${node#NodeName=* }"
+  # Every node is this machine as slurmd sees it (CPUs, memory), under its own name.
+  hw=$(slurmd -C | head -n 1) || die "slurmd -C failed"
+  hw=${hw#NodeName=* }
+  local ctld=localhost spool=$DIR/spool pidf=$DIR/run/slurmd.pid logf=$DIR/log/slurmd.log
+  local nodes="NodeName=localhost $hw State=UNKNOWN" what="a one-node cluster on localhost"
+  if ((NETNS)); then
+    ctld="${NODES[0]}(${ADDRS[0]})" spool=$DIR/spool/%n pidf=$DIR/run/slurmd-%n.pid
+    logf=$DIR/log/slurmd-%n.log nodes="" what="one node per network namespace of $NETNS_PREFIX"
+    echo "127.0.0.1 localhost" >"$DIR/etc/hosts"
+    for ((i = 0; i < ${#NODES[@]}; i++)); do
+      nodes+="NodeName=${NODES[i]} NodeAddr=${ADDRS[i]} $hw State=UNKNOWN"$'\n'
+      echo "${ADDRS[i]} ${NODES[i]}" >>"$DIR/etc/hosts"
+      mkdir -p "$DIR/spool/${NODES[i]}" "$DIR/node-tmp/${NODES[i]}"
+    done
+    nodes=${nodes%$'\n'}
+    printf 'prefix=%s\nnodes=%s\n' "$NETNS_PREFIX" "${#NODES[@]}" >"$DIR/etc/netns"
+  fi
+  local partition
+  partition=$(IFS=,; echo "${NODES[*]}")
   cat >"$CONF.tmp" <<EOF
-# Written by jobs/local/slurm-cluster.sh: a one-node cluster on localhost.
+# Written by jobs/local/slurm-cluster.sh: $what.
 ClusterName=lpsgd
-SlurmctldHost=localhost
+SlurmctldHost=$ctld
 SlurmctldPort=$port
 SlurmdPort=$((port + 1))
 SlurmUser=root
@@ -110,11 +184,11 @@ CredType=cred/munge
 # Short credential lifetime: a requeued job may start again within seconds.
 AuthInfo=socket=$MUNGE_SOCKET,cred_expire=10
 StateSaveLocation=$DIR/state
-SlurmdSpoolDir=$DIR/spool
+SlurmdSpoolDir=$spool
 SlurmctldPidFile=$DIR/run/slurmctld.pid
-SlurmdPidFile=$DIR/run/slurmd.pid
+SlurmdPidFile=$pidf
 SlurmctldLogFile=$DIR/log/slurmctld.log
-SlurmdLogFile=$DIR/log/slurmd.log
+SlurmdLogFile=$logf
 TmpFS=$DIR/tmp
 # No cgroups: works in containers and needs nothing set up on the host.
 ProctrackType=proctrack/linuxproc
@@ -135,20 +209,47 @@ ReturnToService=2
 InactiveLimit=0
 KillWait=10
 MinJobAge=300
-$node State=UNKNOWN
-PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
+$nodes
+PartitionName=debug Nodes=$partition Default=YES MaxTime=INFINITE State=UP
 EOF
   mv "$CONF.tmp" "$CONF"
 }
 
-node_state() { sinfo -h -n localhost -o %t 2>/dev/null | head -n 1; }
+# Every node's state as slurmctld sees it, one word per node ("idle idle mix").
+node_states() { client sinfo -h -N -o %t 2>/dev/null | tr '\n' ' ' | sed 's/ $//'; }
+# Up: every node answers idle, or mix/alloc while jobs run (slurmctld was up with jobs).
+nodes_ready() {
+  local states=$1 s n=0
+  for s in $states; do
+    [[ $s =~ ^(idle|mix|alloc)$ ]] || return 1
+    n=$((n + 1))
+  done
+  ((n == ${#NODES[@]})) || return 1
+  [[ " $states " != *" "[ma]* ]] || [[ -n $(client squeue -h -o %i | head -c 1) ]]
+}
+# slurmd_up all|any: whether every node's slurmd (or any) is alive.
+slurmd_up() {
+  local id n=0
+  for id in "${SLURMD_IDS[@]}"; do daemon_pid slurmd "$id" >/dev/null && n=$((n + 1)); done
+  if [[ $1 == all ]]; then ((n == ${#SLURMD_IDS[@]})); else ((n > 0)); fi
+}
 
 start() {
   [[ $(id -u) -eq 0 ]] || die "needs root (slurmd starts the jobs' processes as their users)"
-  local b
+  local b i
   for b in munged slurmctld slurmd sinfo scontrol; do
     command -v "$b" >/dev/null || die "$b not found (Debian: apt-get install slurm-wlm munge)"
   done
+  if ((NETNS)); then
+    for b in unshare nsenter; do
+      command -v "$b" >/dev/null || die "--netns needs $b (Debian: util-linux)"
+    done
+    ((${#NODES[@]} >= 1)) || die "--netns: no netns cluster '$NETNS_PREFIX' is up (jobs/local/netns-cluster.sh up --nodes N first)"
+    for ((i = 0; i < ${#NODES[@]}; i++)); do
+      ip netns list | awk '{print $1}' | grep -qx "${NODES[i]}" ||
+        die "--netns: namespace ${NODES[i]} is missing (this cluster was made for ${#NODES[@]} nodes of '$NETNS_PREFIX'; bring that netns cluster up, or stop and remove $DIR)"
+    done
+  fi
   write_config
   # munged publishes its socket only under directories everyone may enter.
   local d=$DIR perm
@@ -157,6 +258,7 @@ start() {
     perm=$(stat -c %a "$d")
     ((${perm: -1} & 1)) || die "munged needs $d searchable by all (chmod o+x, or another LPSGD_SLURM_DIR)"
   done
+  # One munged for every node: the nodes reach its socket through the file system.
   if ! daemon_pid munged >/dev/null; then
     munged --socket="$MUNGE_SOCKET" --key-file="$DIR/munge/munge.key" \
       --pid-file="$DIR/run/munged.pid" --log-file="$DIR/log/munged.log" \
@@ -164,35 +266,36 @@ start() {
   fi
   local restarted=0
   if ! daemon_pid slurmctld >/dev/null; then
-    slurmctld -f "$CONF" || { log_tail; die "slurmctld did not start"; }
+    in_node "${NODES[0]}" slurmctld -f "$CONF" || { log_tail; die "slurmctld did not start"; }
     restarted=1
   fi
-  if ! daemon_pid slurmd >/dev/null; then
-    slurmd -f "$CONF" -N localhost || { log_tail; die "slurmd did not start"; }
-  fi
-  local deadline=$((SECONDS + TIMEOUT)) state="" jobs
+  for ((i = 0; i < ${#NODES[@]}; i++)); do
+    daemon_pid slurmd "${SLURMD_IDS[i]}" >/dev/null && continue
+    in_node "${NODES[i]}" slurmd -f "$CONF" -N "${NODES[i]}" ||
+      { log_tail; die "slurmd of ${NODES[i]} did not start"; }
+  done
+  local deadline=$((SECONDS + TIMEOUT)) states="" jobs
   while ((SECONDS < deadline)); do
-    state=$(node_state)
-    if ((restarted)) && [[ -n $state ]]; then
+    states=$(node_states)
+    if ((restarted)) && [[ -n $states ]]; then
       # Jobs in the saved state outlived a crash (stop cancels them all); the
       # job ids go on from there, so that no run directory keyed on one is reused.
-      jobs=$(squeue -h -o %i | tr '\n' ' ')
+      jobs=$(client squeue -h -o %i | tr '\n' ' ')
       if [[ -n $jobs ]]; then
         say "cancelling jobs left from before: $jobs"
         # shellcheck disable=SC2086  # one id per word
-        scancel $jobs || true
+        client scancel $jobs || true
       fi
       restarted=0
     fi
-    # mix/alloc: slurmctld was up and has jobs running.
-    if [[ $state =~ ^(idle|mix|alloc)$ ]] && [[ $state == idle || $(squeue -h -o %i | head -c 1) ]]; then
-      say "up in $DIR (node $state, SLURM_CONF=$CONF)"
+    if nodes_ready "$states"; then
+      say "up in $DIR (${#NODES[@]} node(s): $states; SLURM_CONF=$CONF)"
       return 0
     fi
     sleep 0.2
   done
   log_tail
-  die "node not idle after ${TIMEOUT}s (state '${state:-no answer}'); stop with: $0 stop"
+  die "nodes not idle after ${TIMEOUT}s (states '${states:-no answer}'); stop with: $0 stop"
 }
 
 stop() {
@@ -206,23 +309,24 @@ stop() {
     # behind. Again while any is left: a job may requeue itself on the way out.
     # (Without slurmd no job can end: what is left is killed below.)
     deadline=$((SECONDS + TIMEOUT))
-    while ((SECONDS < deadline)) && daemon_pid slurmd >/dev/null &&
-          [[ -n $(squeue -h -o %i 2>/dev/null | head -c 1) ]]; do
-      scancel --quiet --user="$(id -un)" 2>/dev/null || true
+    while ((SECONDS < deadline)) && slurmd_up any &&
+          [[ -n $(client squeue -h -o %i 2>/dev/null | head -c 1) ]]; do
+      client scancel --quiet --user="$(id -un)" 2>/dev/null || true
       sleep 0.5
     done
-    scontrol shutdown >/dev/null 2>&1 || true
+    client scontrol shutdown >/dev/null 2>&1 || true
   fi
   deadline=$((SECONDS + TIMEOUT))
   while ((SECONDS < deadline)); do
-    daemon_pid slurmctld >/dev/null || daemon_pid slurmd >/dev/null || break
+    daemon_pid slurmctld >/dev/null || slurmd_up any || break
     sleep 0.2
   done
   pids=$(daemon_pid munged || true)
   if [[ -n $pids ]]; then kill "$pids" 2>/dev/null || true; fi
   deadline=$((SECONDS + 10))
   while ((SECONDS < deadline)) && [[ -n $(cluster_pids) ]]; do sleep 0.2; done
-  # What is left (a job step that outlived its slurmd, say): TERM, then KILL.
+  # What is left (a job step that outlived its slurmd, a daemon whose
+  # namespace is gone): TERM, then KILL.
   local sig
   for sig in TERM KILL; do
     pids=$(cluster_pids)
@@ -240,26 +344,41 @@ stop() {
 }
 
 status() {
-  local d pid up=1
-  for d in munged slurmctld slurmd; do
+  local d id pid up=1
+  for d in munged slurmctld; do
     if pid=$(daemon_pid $d); then
       echo "$d: running (pid $pid)"
     else
       echo "$d: stopped"; up=0
     fi
   done
+  for id in "${SLURMD_IDS[@]}"; do
+    if pid=$(daemon_pid slurmd "$id"); then
+      echo "slurmd${id:+ of $id}: running (pid $pid)"
+    else
+      echo "slurmd${id:+ of $id}: stopped"; up=0
+    fi
+  done
   if ((up)); then
-    sinfo
-    squeue
+    client sinfo
+    client squeue
     return 0
   fi
   return 3
 }
 
+usage="usage: $0 [--netns] start|stop|status|env|exec CMD...   (cluster in \${LPSGD_SLURM_DIR:-/tmp/lpsgd-slurm[-netns]})"
 case ${1:-} in
   start) start ;;
   stop) stop ;;
   status) status ;;
-  env) printf 'export SLURM_CONF=%q\nexport LPSGD_SLURM_DIR=%q\n' "$CONF" "$DIR" ;;
-  *) echo "usage: $0 start|stop|status|env   (cluster in \${LPSGD_SLURM_DIR:-/tmp/lpsgd-slurm})" >&2; exit 2 ;;
+  env)
+    printf 'export SLURM_CONF=%q\nexport LPSGD_SLURM_DIR=%q\n' "$CONF" "$DIR"
+    ((!NETNS)) || echo "# the cluster's nodes are namespaces: run Slurm commands with $0 --netns exec CMD..." ;;
+  exec)
+    shift
+    (($#)) || die "exec: which command? ($0 exec sbatch ...)"
+    [[ -s $CONF ]] || die "no cluster in $DIR (start it first)"
+    client "$@" ;;
+  *) echo "$usage" >&2; exit 2 ;;
 esac

@@ -713,6 +713,7 @@ TrainResult Run::go() {
                       << " = " << cfg_.batch * world_ << " per step, "
                       << train_->batches_per_epoch() << " steps per epoch, " << total_steps_
                       << " steps; gradient sync: " << sync_->describe());
+    if (world_ > 1) LPSGD_INFO("chain: " << comm_->chain().describe());
   }
   check_identical("at the start");
   io::Batch end;

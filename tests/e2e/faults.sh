@@ -110,13 +110,17 @@ kill)
   finish_run
   check "every rank gone ${gone_ms} ms after SIGKILL to rank 1 (at most 10 s)" test "$gone_ms" -le 10000
   check "the job exited non-zero ($rc)" test "$rc" -ne 0
-  # lpsgd's own line or Open MPI's; MPICH's Hydra kills the others within
-  # ~50 ms, before lpsgd can say anything, and names the lost process by pid.
+  # lpsgd's own line or Open MPI's. MPICH's Hydra SIGKILLs the other ranks
+  # within ~50 ms, before lpsgd can say anything, and names one process of the
+  # job by pid: the lost one, or (about one run in six here) a rank it killed
+  # itself in its clean-up, so under Hydra any rank's pid is accepted.
+  hydra_pids="${pids[1]}"
+  [[ $(ldd "$LPSGD" 2>/dev/null) == *libmpich* ]] && hydra_pids="${pids[*]}"
   if named=$(grep -Ei -m1 'rank 1 .*(signal 9|killed)' "$tmp/kill.out") ||
-     named=$(grep -m1 -E "PID ${pids[1]} " "$tmp/kill.out"); then
+     named=$(grep -m1 -E "PID (${hydra_pids// /|}) " "$tmp/kill.out"); then
     ok "a line names the lost rank: $named"
   else
-    fail "no line names rank 1 as killed"; show "$tmp/kill.out"
+    fail "no line names rank 1 as killed (rank pids ${pids[*]})"; show "$tmp/kill.out"
   fi
   ;;
 # ---- SIGSTOP ---------------------------------------------------------------------------

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -85,6 +86,7 @@ class RankSyncListener : public ::testing::EmptyTestEventListener {
     while (!done) {
       MPI_Test(&req, &done, MPI_STATUS_IGNORE);
       if (!done && now_s() > deadline) return false;
+      if (!done) std::this_thread::yield();
     }
     return true;
   }
