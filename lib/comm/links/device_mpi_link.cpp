@@ -88,7 +88,8 @@ void DeviceMpiLink::pump() {
   while (!queued_.empty()) {
     SendSlot& s = tx_[queued_.front()];
     if (!s.ready->done()) break;  // later ones were queued after it: not ready either
-    MPI_CHECK(MPI_Isend(s.src, static_cast<int>(s.bytes), MPI_BYTE, peer_, tag_out_, comm_, &s.req));
+    // Synchronous, as MpiLink's: the window holds across the network.
+    MPI_CHECK(MPI_Issend(s.src, static_cast<int>(s.bytes), MPI_BYTE, peer_, tag_out_, comm_, &s.req));
     s.state = Tx::InFlight;
     queued_.pop_front();
   }

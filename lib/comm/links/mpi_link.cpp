@@ -49,7 +49,8 @@ void MpiLink::post_send(uint64_t seq, const void* src, size_t bytes) {
   LPSGD_CHECK(send_req_[s] == MPI_REQUEST_NULL, "MPI link: send slot busy for block " << seq);
   LPSGD_CHECK(bytes <= static_cast<size_t>(INT_MAX), "MPI link: block too large");
   send_seq_[s] = seq;
-  MPI_CHECK(MPI_Isend(src, static_cast<int>(bytes), MPI_BYTE, peer_, tag_out_, comm_, &send_req_[s]));
+  // Synchronous: the slot frees once the receiver has matched (mpi_link.hpp).
+  MPI_CHECK(MPI_Issend(src, static_cast<int>(bytes), MPI_BYTE, peer_, tag_out_, comm_, &send_req_[s]));
 }
 
 bool MpiLink::send_done(uint64_t seq) {
