@@ -47,9 +47,8 @@ fi
 die() { echo "slurm-cluster: error: $*" >&2; exit 1; }
 say() { echo "slurm-cluster: $*"; }
 
-# The nodes, their addresses, and the id each slurmd's pid file carries
-# (slurmd.pid for the one local node, slurmd-NODE.pid with --netns).
-NODES=(localhost) ADDRS=(127.0.0.1) SLURMD_IDS=("")
+# The nodes and their addresses.
+NODES=(localhost) ADDRS=(127.0.0.1)
 if ((NETNS)); then
   NETNS_PREFIX=${LPSGD_NETNS_PREFIX:-lpsgd}
   netns_nodes=$(sed -n 's/^nodes=//p' "/run/$NETNS_PREFIX-netns/cluster" 2>/dev/null || true)
@@ -57,10 +56,10 @@ if ((NETNS)); then
     NETNS_PREFIX=$(sed -n 's/^prefix=//p' "$DIR/etc/netns")
     netns_nodes=$(sed -n 's/^nodes=//p' "$DIR/etc/netns")
   fi
-  NODES=() ADDRS=() SLURMD_IDS=()
+  NODES=() ADDRS=()
   for ((i = 0; i < ${netns_nodes:-0}; i++)); do
     # netns-cluster.sh's names and addresses
-    NODES+=("$NETNS_PREFIX-n$i") ADDRS+=("198.18.0.$((i + 1))") SLURMD_IDS+=("$NETNS_PREFIX-n$i")
+    NODES+=("$NETNS_PREFIX-n$i") ADDRS+=("198.18.0.$((i + 1))")
   done
 fi
 
@@ -84,7 +83,7 @@ client() { in_node "${NODES[0]}" "$@"; }
 
 # Pid of a daemon of this cluster from its pid file, if it is alive and still
 # that program (a stale pid file may name a reused pid). A zombie waiting for
-# init to reap it counts as gone. daemon_pid slurmd ID: the slurmd of SLURMD_IDS.
+# init to reap it counts as gone. A second argument names the pid file NAME-ID.pid.
 daemon_pid() {
   local name=$1 file=$DIR/run/$1${2:+-$2}.pid pid comm state
   [[ -r $file ]] || return 1
@@ -227,11 +226,13 @@ nodes_ready() {
   ((n == ${#NODES[@]})) || return 1
   [[ " $states " != *" "[ma]* ]] || [[ -n $(client squeue -h -o %i | head -c 1) ]]
 }
-# slurmd_up all|any: whether every node's slurmd (or any) is alive.
-slurmd_up() {
-  local id n=0
-  for id in "${SLURMD_IDS[@]}"; do daemon_pid slurmd "$id" >/dev/null && n=$((n + 1)); done
-  if [[ $1 == all ]]; then ((n == ${#SLURMD_IDS[@]})); else ((n > 0)); fi
+# Pid of NODE's slurmd: its pid file is slurmd.pid for the one local node,
+# slurmd-NODE.pid with --netns (SlurmdPidFile's %n).
+slurmd_pid() { if ((NETNS)); then daemon_pid slurmd "$1"; else daemon_pid slurmd; fi; }
+any_slurmd_up() {
+  local node
+  for node in "${NODES[@]}"; do slurmd_pid "$node" >/dev/null && return 0; done
+  return 1
 }
 
 start() {
@@ -270,7 +271,7 @@ start() {
     restarted=1
   fi
   for ((i = 0; i < ${#NODES[@]}; i++)); do
-    daemon_pid slurmd "${SLURMD_IDS[i]}" >/dev/null && continue
+    slurmd_pid "${NODES[i]}" >/dev/null && continue
     in_node "${NODES[i]}" slurmd -f "$CONF" -N "${NODES[i]}" ||
       { log_tail; die "slurmd of ${NODES[i]} did not start"; }
   done
@@ -309,7 +310,7 @@ stop() {
     # behind. Again while any is left: a job may requeue itself on the way out.
     # (Without slurmd no job can end: what is left is killed below.)
     deadline=$((SECONDS + TIMEOUT))
-    while ((SECONDS < deadline)) && slurmd_up any &&
+    while ((SECONDS < deadline)) && any_slurmd_up &&
           [[ -n $(client squeue -h -o %i 2>/dev/null | head -c 1) ]]; do
       client scancel --quiet --user="$(id -un)" 2>/dev/null || true
       sleep 0.5
@@ -318,7 +319,7 @@ stop() {
   fi
   deadline=$((SECONDS + TIMEOUT))
   while ((SECONDS < deadline)); do
-    daemon_pid slurmctld >/dev/null || slurmd_up any || break
+    daemon_pid slurmctld >/dev/null || any_slurmd_up || break
     sleep 0.2
   done
   pids=$(daemon_pid munged || true)
@@ -344,7 +345,7 @@ stop() {
 }
 
 status() {
-  local d id pid up=1
+  local d node pid up=1
   for d in munged slurmctld; do
     if pid=$(daemon_pid $d); then
       echo "$d: running (pid $pid)"
@@ -352,11 +353,13 @@ status() {
       echo "$d: stopped"; up=0
     fi
   done
-  for id in "${SLURMD_IDS[@]}"; do
-    if pid=$(daemon_pid slurmd "$id"); then
-      echo "slurmd${id:+ of $id}: running (pid $pid)"
+  for node in "${NODES[@]}"; do
+    d=slurmd
+    ((!NETNS)) || d+=" of $node"
+    if pid=$(slurmd_pid "$node"); then
+      echo "$d: running (pid $pid)"
     else
-      echo "slurmd${id:+ of $id}: stopped"; up=0
+      echo "$d: stopped"; up=0
     fi
   done
   if ((up)); then

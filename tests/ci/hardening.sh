@@ -7,7 +7,7 @@
 #   4. the unit and mpi labels with MPICH instead of Open MPI (build-mpich/);
 #      last, as it installs MPICH
 # The long versions (whole suite under sanitizers, ThreadSanitizer, 10,000-case
-# soak, 10-minute fuzzing, every MPICH test) are run by hand; README's
+# soak, 10-minute fuzzing, MPICH's e2e tests) are run by hand; README's
 # "Hardening" section says how.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
