@@ -56,7 +56,7 @@ void Model::finalize(uint64_t seed) {
     affine->set_relu(true);
     relu->set_fused(true);
   }
-  layers_.front()->set_input_grad(false);
+  set_input_grad(false);
   finalized_ = true;
 }
 
@@ -80,8 +80,12 @@ const Tensor& Model::forward(const Tensor& x, Mode mode) {
 const Tensor& Model::backward(const Tensor& dlogits, const LayerDoneFn& on_layer_done) {
   LPSGD_CHECK(finalized_, "Model::backward before finalize()");
   const Tensor* g = &dlogits;
+  bool flowing = true;  // below a layer that computes no input gradient, nothing is left to do
   for (size_t l = layers_.size(); l-- > 0;) {
-    g = &layers_[l]->backward(*g);
+    if (flowing) {
+      g = &layers_[l]->backward(*g);
+      flowing = layers_[l]->input_grad();
+    }
     if (on_layer_done) on_layer_done(l);
   }
   return *g;
@@ -99,9 +103,16 @@ LossStats Model::evaluate(const Tensor& x, const int32_t* labels) {
   return loss_.forward(forward(x, Mode::Eval), labels, false);
 }
 
+// Off, no layer up to the first one with parameters computes its input's
+// gradient: nothing below it learns. (A Flatten in front of the first Linear
+// used to make that Linear run its backward-data GEMM for nothing: a quarter of
+// the MLP's step.)
 void Model::set_input_grad(bool on) {
   LPSGD_CHECK(!layers_.empty(), "set_input_grad on a model without layers");
-  layers_.front()->set_input_grad(on);
+  for (auto& layer : layers_) {
+    layer->set_input_grad(on);
+    if (!layer->params().empty()) break;
+  }
 }
 
 Tensor Model::params() const {

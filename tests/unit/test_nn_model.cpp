@@ -178,6 +178,35 @@ TEST_F(ModelTest, BackwardCallbackFiresPerLayerAfterItsGradientsAreWritten) {
   EXPECT_EQ(complete, buckets.size());
 }
 
+// An image-shaped input puts a Flatten in front of the first Linear. No layer
+// up to the first one with parameters computes an input gradient (the
+// Linear's backward-data GEMM was a quarter of the MLP's step), every layer is
+// still reported done, and the parameter gradients match those of the same
+// parameters fed the data flat, without a Flatten.
+TEST_F(ModelTest, NoInputGradientBelowTheFirstLayerWithParameters) {
+  auto img = build_model(*dev, "mlp:12-7-3", Shape{1, 3, 4}, 5);
+  auto flat = build_model(*dev, "mlp:12-7-3", Shape{12}, 5);
+  ASSERT_EQ(img->num_layers(), flat->num_layers() + 1);
+  EXPECT_EQ(img->layer(0).describe(), "Flatten");
+  EXPECT_FALSE(img->layer(0).input_grad());
+  EXPECT_FALSE(img->layer(1).input_grad());  // Linear(12->7)
+  EXPECT_TRUE(img->layer(3).input_grad());   // Linear(7->3)
+  Tensor x = random_input(Shape{2, 1, 3, 4}, 4);
+  auto lab = labels({2, 0});
+  std::vector<size_t> order;
+  img->forward_backward(x, lab.as<int32_t>(), [&](size_t l) { order.push_back(l); });
+  EXPECT_EQ(order, (std::vector<size_t>{3, 2, 1, 0}));
+  flat->params().copy_from_host(img->params().to_host());  // initialised by layer index
+  flat->forward_backward(x.reshape(Shape{2, 12}), lab.as<int32_t>());
+  EXPECT_EQ(img->grads().to_host(), flat->grads().to_host());
+
+  // With the input gradient on, it reaches the input through the Flatten.
+  img->set_input_grad(true);
+  img->prepare(2);
+  img->forward(x, Mode::Train);
+  const Tensor& dx = img->backward(random_input(Shape{2, 3}, 6));
+  EXPECT_EQ(dx.shape(), (Shape{2, 1, 3, 4}));
+}
 TEST_F(ModelTest, SameSeedSameParametersDifferentSeedDifferent) {
   auto a = build_model(*dev, "cnn:lenet", Shape{1, 28, 28}, 42);
   auto b = build_model(*dev, "cnn:lenet", Shape{1, 28, 28}, 42);

@@ -1,6 +1,9 @@
 #include "device/cpu/cpu_device.hpp"
 
 #include <cstring>
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
 
 #include "device/cpu/onednn.hpp"
 #include "kernels/cpu/elementwise.hpp"
@@ -8,6 +11,13 @@
 #include "kernels/cpu/nn.hpp"
 
 namespace lpsgd {
+
+CpuDevice::CpuDevice() {
+#if defined(__x86_64__)
+  constexpr unsigned kFlushToZero = 0x8000, kDenormalsAreZero = 0x0040;  // MXCSR bits
+  _mm_setcsr(_mm_getcsr() | kFlushToZero | kDenormalsAreZero);
+#endif
+}
 
 // Device memory is host memory here: 64-byte aligned and touched (zeroed) now,
 // not inside a collective.

@@ -9,6 +9,11 @@ namespace lpsgd {
 
 class CpuDevice : public Device {
  public:
+  /// Sets flush-to-zero and denormals-are-zero on the calling thread (x86;
+  /// threads it starts later inherit them): softmax gradients of confident
+  /// predictions are denormal, and GEMMs over them ran the MLP's step 9%
+  /// slower. Values below 1.2e-38 become 0; runs stay deterministic.
+  CpuDevice();
   DeviceKind kind() const override { return DeviceKind::Cpu; }
   std::string name() const override { return "cpu"; }
   void* alloc(size_t bytes) override;
