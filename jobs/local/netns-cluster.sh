@@ -10,6 +10,7 @@
 #   netns-cluster.sh link I down|up|rate RATE           (faults: the link of node I on a
 #                                                        switch; between nodes I and I+1 on a chain)
 #   netns-cluster.sh status
+#   netns-cluster.sh hosts                               (the nodes as hosts-file lines: ADDRESS NAME)
 #   netns-cluster.sh down                                (removes everything it made; idempotent)
 #
 # Nodes are namespaces lpsgd-n0 ... lpsgd-n<N-1> (LPSGD_NETNS_PREFIX changes "lpsgd"),
@@ -264,12 +265,20 @@ cmd_status() {
   done
 }
 
+# The one place that knows the nodes' names and addresses (slurm-cluster.sh asks here).
+cmd_hosts() {
+  need_up
+  local i
+  for ((i = 0; i < $(state_get nodes); i++)); do echo "$(node_addr "$i") $(ns "$i")"; done
+}
+
 case ${1:-} in
   up) shift; cmd_up "$@" ;;
   run) shift; cmd_run "$@" ;;
   link) shift; cmd_link "$@" ;;
   status) cmd_status ;;
+  hosts) cmd_hosts ;;
   down) cmd_down ;;
   -h|--help|"") awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0" ;;
-  *) die "unknown command '$1' (use up, run, link, status or down)" ;;
+  *) die "unknown command '$1' (use up, run, link, status, hosts or down)" ;;
 esac

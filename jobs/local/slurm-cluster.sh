@@ -51,16 +51,17 @@ say() { echo "slurm-cluster: $*"; }
 NODES=(localhost) ADDRS=(127.0.0.1)
 if ((NETNS)); then
   NETNS_PREFIX=${LPSGD_NETNS_PREFIX:-lpsgd}
-  netns_nodes=$(sed -n 's/^nodes=//p' "/run/$NETNS_PREFIX-netns/cluster" 2>/dev/null || true)
-  if [[ -s $DIR/etc/netns ]]; then  # as the config was written
+  # As the config was written (its hosts file), else as netns-cluster.sh has them.
+  if [[ -s $DIR/etc/netns ]]; then
     NETNS_PREFIX=$(sed -n 's/^prefix=//p' "$DIR/etc/netns")
-    netns_nodes=$(sed -n 's/^nodes=//p' "$DIR/etc/netns")
+    hosts=$(grep -v ' localhost$' "$DIR/etc/hosts" 2>/dev/null || true)
+  else
+    hosts=$(LPSGD_NETNS_PREFIX=$NETNS_PREFIX "$(dirname "$0")/netns-cluster.sh" hosts 2>/dev/null || true)
   fi
   NODES=() ADDRS=()
-  for ((i = 0; i < ${netns_nodes:-0}; i++)); do
-    # netns-cluster.sh's names and addresses
-    NODES+=("$NETNS_PREFIX-n$i") ADDRS+=("198.18.0.$((i + 1))")
-  done
+  while read -r addr name; do
+    [[ -n $name ]] && NODES+=("$name") ADDRS+=("$addr")
+  done <<<"$hosts"
 fi
 
 # in_node NODE CMD...: CMD on NODE. With --netns: in the node's network
