@@ -1,5 +1,12 @@
 #include "kernels/cpu/elementwise.hpp"
 
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
+
 #include "kernels/common/elementwise.hpp"
 
 namespace lpsgd::kernels::cpu {
@@ -11,6 +18,48 @@ void reduce_add(DType t, void* out, const void* a, const void* b, size_t n) {
                            static_cast<const T*>(b)});
   });
 }
+
+#if defined(__x86_64__)
+namespace {
+// Elements before the first 16-byte aligned output address.
+template <class T>
+size_t head(const T* out, size_t n) {
+  const size_t misaligned = reinterpret_cast<uintptr_t>(out) & 15;
+  if (misaligned % sizeof(T)) return n;  // never aligned: all plain stores
+  return std::min(n, misaligned ? (16 - misaligned) / sizeof(T) : 0);
+}
+}  // namespace
+
+void reduce_add_uncached(DType t, void* out, const void* a, const void* b, size_t n) {
+  if (t != DType::F32) return reduce_add(t, out, a, b, n);
+  auto* o = static_cast<float*>(out);
+  const auto* x = static_cast<const float*>(a);
+  const auto* y = static_cast<const float*>(b);
+  size_t i = head(o, n);
+  reduce_add(t, o, x, y, i);
+  for (; i + 4 <= n; i += 4)
+    _mm_stream_ps(o + i, _mm_add_ps(_mm_loadu_ps(x + i), _mm_loadu_ps(y + i)));
+  reduce_add(t, o + i, x + i, y + i, n - i);
+  _mm_sfence();
+}
+
+void copy_uncached(void* dst, const void* src, size_t bytes) {
+  auto* o = static_cast<char*>(dst);
+  const auto* s = static_cast<const char*>(src);
+  size_t i = head(o, bytes);
+  std::memcpy(o, s, i);
+  for (; i + 16 <= bytes; i += 16)
+    _mm_stream_si128(reinterpret_cast<__m128i*>(o + i),
+                     _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i)));
+  std::memcpy(o + i, s + i, bytes - i);
+  _mm_sfence();
+}
+#else
+void reduce_add_uncached(DType t, void* out, const void* a, const void* b, size_t n) {
+  reduce_add(t, out, a, b, n);
+}
+void copy_uncached(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
+#endif
 
 void reduce_add_scale(DType t, void* out, const void* a, const void* b, double alpha, size_t n) {
   dispatch_dtype(t, [&](auto tag) {

@@ -20,6 +20,13 @@ inline void launch(size_t n, const F& f) {
 }
 
 void reduce_add(DType t, void* out, const void* a, const void* b, size_t n);
+/// reduce_add and memcpy whose outputs go past the caches (non-temporal
+/// stores, then a store fence, so the writes are visible to other cores
+/// before anything this thread publishes afterwards). float32 only for the
+/// reduction (other types take reduce_add); plain stores where the CPU is
+/// not x86.
+void reduce_add_uncached(DType t, void* out, const void* a, const void* b, size_t n);
+void copy_uncached(void* dst, const void* src, size_t bytes);
 void reduce_add_scale(DType t, void* out, const void* a, const void* b, double alpha, size_t n);
 void scale(DType t, void* x, double alpha, size_t n);
 void axpy(DType t, void* y, double alpha, const void* x, size_t n);

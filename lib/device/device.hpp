@@ -79,6 +79,16 @@ class Device {
   }
   /// x[i] *= alpha.
   virtual void scale(DType t, void* x, double alpha, size_t n) = 0;
+
+  /// Outputs nobody reads soon (a large collective's): copy and reduce_add
+  /// that may write past the caches (the CPU's non-temporal stores), for
+  /// messages of at least uncached_min_bytes(). By default exactly copy and
+  /// reduce_add, and no message is large enough.
+  virtual void copy_uncached(void* dst, const void* src, size_t bytes) { copy(dst, src, bytes); }
+  virtual void reduce_add_uncached(DType t, void* out, const void* a, const void* b, size_t n) {
+    reduce_add(t, out, a, b, n);
+  }
+  virtual size_t uncached_min_bytes() const { return SIZE_MAX; }
   /// y[i] += alpha * x[i].
   virtual void axpy(DType t, void* y, double alpha, const void* x, size_t n) = 0;
 

@@ -19,6 +19,12 @@ lpsgd_mpi_test(test_collectives SOURCES ${comm_test_src} DEPS lpsgd_comm
   RANKS 2 SUFFIX lp-pair ENV "LPSGD_LP_PAIR=1" TIMEOUT 600)
 lpsgd_mpi_test(test_collectives SOURCES ${comm_test_src} DEPS lpsgd_comm
   RANKS 2 SUFFIX lp-pair-links-mpi ENV "LPSGD_LP_PAIR=1;LPSGD_TEST_LINKS=mpi" TIMEOUT 600)
+# Every LP output written past the caches (non-temporal stores), as the
+# outputs of messages larger than half the last-level cache are.
+lpsgd_mpi_test(test_collectives SOURCES ${comm_test_src} DEPS lpsgd_comm
+  RANKS 2 3 SUFFIX uncached ENV "LPSGD_UNCACHED_BYTES=0" TIMEOUT 600)
+lpsgd_mpi_test(test_collectives SOURCES ${comm_test_src} DEPS lpsgd_comm
+  RANKS 2 SUFFIX lp-pair-uncached ENV "LPSGD_UNCACHED_BYTES=0;LPSGD_LP_PAIR=1" TIMEOUT 600)
 # MPI traffic through pinned host staging, as on a GPU without CUDA-aware MPI.
 lpsgd_mpi_test(test_collectives SOURCES ${comm_test_src} DEPS lpsgd_comm
   RANKS 3 SUFFIX staged ENV "LPSGD_RANKS_PER_NODE=2;LPSGD_TEST_STAGE_MPI=1" TIMEOUT 600)

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "core/rng.hpp"
@@ -70,6 +71,43 @@ TEST(CpuDevice, ElementwiseMatchesReference) {
   check_ops<float>(*dev);
   check_ops<double>(*dev);
   check_ops<int32_t>(*dev);
+}
+
+// The uncached variants at every alignment of their output (the head before
+// the first 16-byte boundary, the body of streaming stores, the tail), in
+// place too, and at output offsets that are never aligned for float.
+TEST(CpuDevice, UncachedCopyAndReduceMatchReference) {
+  auto dev = make_device(DeviceKind::Cpu);
+  for (size_t n : kSizes) {
+    const auto a = random_vec<float>(n + 4, 3), b = random_vec<float>(n + 4, 4);
+    for (size_t shift : {0, 1, 2, 3}) {
+      DeviceBuffer da(*dev, (n + 4) * sizeof(float)), db(*dev, (n + 4) * sizeof(float)),
+          dout(*dev, (n + 8) * sizeof(float));
+      dev->copy_from_host(da.data(), a.data(), (n + 4) * sizeof(float));
+      dev->copy_from_host(db.data(), b.data(), (n + 4) * sizeof(float));
+      float* out = dout.as<float>() + shift;
+      dev->reduce_add_uncached(DType::F32, out, da.as<float>() + 1, db.as<float>(), n);
+      for (size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], a[i + 1] + b[i]) << "n=" << n << " i=" << i;
+      EXPECT_EQ(dout.as<float>()[n + shift], 0.0f) << "wrote past the end";
+      dev->reduce_add_uncached(DType::F32, da.as<float>() + shift, da.as<float>() + shift,
+                               db.as<float>(), n);  // in place
+      for (size_t i = 0; i < n; ++i) ASSERT_EQ(da.as<float>()[i + shift], a[i + shift] + b[i]);
+
+      const size_t bytes = n * sizeof(float) + shift;  // any byte count, any byte offset
+      char* bout = dout.as<char>() + 5 + shift;
+      dev->copy_uncached(bout, db.as<char>() + shift, bytes);
+      ASSERT_EQ(std::memcmp(bout, db.as<char>() + shift, bytes), 0) << "n=" << n;
+    }
+  }
+  // Other types take the plain reduction.
+  const std::vector<double> x{1.5, 2.5, -3}, y{0.25, 4, 3};
+  DeviceBuffer dx(*dev, 24), dy(*dev, 24);
+  dev->copy_from_host(dx.data(), x.data(), 24);
+  dev->copy_from_host(dy.data(), y.data(), 24);
+  dev->reduce_add_uncached(DType::F64, dx.data(), dx.data(), dy.data(), 3);
+  EXPECT_EQ(dx.as<double>()[0], 1.75);
+  EXPECT_EQ(dx.as<double>()[2], 0.0);
+  EXPECT_GT(dev->uncached_min_bytes(), 0u);
 }
 
 TEST(CpuDevice, AllocIsZeroedAndAligned) {

@@ -48,6 +48,17 @@ class LpBlocks : public Collective {
     k_ = (a.count + elems_ - 1) / elems_;
     in_ = static_cast<const char*>(a.in ? a.in : a.out);
     out_ = static_cast<char*>(a.out);
+    uncached_ = a.count * esize_ >= dev_.uncached_min_bytes();
+  }
+  // Writes into the output: past the caches where the message is larger than
+  // they are (nobody reads a block of it again soon), else plain.
+  void put(char* dst, const void* src, size_t bytes) {
+    if (uncached_) dev_.copy_uncached(dst, src, bytes);
+    else dev_.copy(dst, src, bytes);
+  }
+  void add(char* dst, const void* a, const void* b, size_t n) {
+    if (uncached_) dev_.reduce_add_uncached(args_.dtype, dst, a, b, n);
+    else dev_.reduce_add(args_.dtype, dst, a, b, n);
   }
   size_t block_elems(size_t j) const { return std::min(elems_, args_.count - j * elems_); }
   size_t block_bytes_of(size_t j) const { return block_elems(j) * esize_; }
@@ -58,6 +69,7 @@ class LpBlocks : public Collective {
   size_t esize_ = 4, elems_ = 1, k_ = 0;
   const char* in_ = nullptr;
   char* out_ = nullptr;
+  bool uncached_ = false;
 };
 
 class LpCollective final : public LpBlocks {
@@ -157,7 +169,7 @@ class LpCollective final : public LpBlocks {
           if (avg && last)
             dev_.reduce_add_scale(args_.dtype, out_block(j), a, b, 1.0 / P_, n);
           else
-            dev_.reduce_add(args_.dtype, out_block(j), a, b, n);
+            LpBlocks::add(out_block(j), a, b, n);
         };
         const void* acc = in_block(j);
         if (part[0]) {
@@ -169,7 +181,7 @@ class LpCollective final : public LpBlocks {
           acc = out_block(j);
         }
         if (acc != out_block(j)) {
-          dev_.copy(out_block(j), acc, block_bytes_of(j));
+          put(out_block(j), acc, block_bytes_of(j));
           if (avg) dev_.scale(args_.dtype, out_block(j), 1.0 / P_, n);
         }
         for (int o = 0; o < 2; ++o)
@@ -201,25 +213,18 @@ class LpCollective final : public LpBlocks {
         const size_t j = b_ready_;
         const void* d = inner_->test_recv(i_rx(j));
         if (!d) break;
-        if (d != out_block(j)) dev_.copy(out_block(j), d, block_bytes_of(j));
+        if (d != out_block(j)) put(out_block(j), d, block_bytes_of(j));
         inner_->release_recv(i_rx(j));
         ++b_ready_;
         moved = true;
       }
     } else {
-      // The centre: blocks are ready once reduced (allreduce) or at once (bcast,
-      // where the root also copies its input to its output if they differ).
+      // The centre: blocks are ready once reduced (allreduce) or at once
+      // (bcast: the root sends its input, which stays unchanged until the end,
+      // so its neighbours start at once; its own copy into out runs beside).
       if (args_.kind == CollKind::Bcast) {
-        const size_t before = b_ready_;
-        if (in_ != out_)
-          while (b_ready_ < k_) {
-            dev_.copy(out_block(b_ready_), in_block(b_ready_), block_bytes_of(b_ready_));
-            ++b_ready_;
-            if (b_ready_ % 4 == 0) break;  // keep sends flowing between copies
-          }
-        else
-          b_ready_ = k_;
-        moved |= b_ready_ != before;
+        moved |= b_ready_ != k_;
+        b_ready_ = k_;
       } else {
         b_ready_ = r_done_;
       }
@@ -230,16 +235,28 @@ class LpCollective final : public LpBlocks {
       if (!L) continue;
       while (b_sent_[o] < b_ready_ && L->can_send(o_tx(o, b_sent_[o]))) {
         const size_t j = b_sent_[o];
-        L->post_send(o_tx(o, j), out_block(j), block_bytes_of(j));
+        L->post_send(o_tx(o, j), root_copies() ? in_block(j) : out_block(j), block_bytes_of(j));
         ++b_sent_[o];
         moved = true;
       }
     }
+    // The root's copy of its input into its output, a few blocks at a time
+    // so that sends keep flowing between them.
+    if (root_copies() && copied_ < k_) {
+      for (const size_t end = std::min(k_, copied_ + 4); copied_ < end; ++copied_)
+        put(out_block(copied_), in_block(copied_), block_bytes_of(copied_));
+      moved = true;
+    }
     return moved;
+  }
+
+  bool root_copies() const {
+    return args_.kind == CollKind::Bcast && pos_ == center_ && in_ != out_;
   }
 
   bool finished() {
     if (reduce_ && r_done_ < k_) return false;
+    if (root_copies() && copied_ < k_) return false;
     if (bcast_) {
       if (b_ready_ < k_) return false;
       for (int o = 0; o < 2; ++o)
@@ -298,6 +315,7 @@ class LpCollective final : public LpBlocks {
   size_t r_done_ = 0;
   size_t b_posted_ = 0, b_ready_ = 0;
   size_t b_sent_[2] = {0, 0};
+  size_t copied_ = 0;  // bcast root: blocks of its input copied into its output
 };
 
 // Allreduce of two ranks with the centre alternating by block. Block j's
@@ -374,7 +392,7 @@ class LpPairAllreduce final : public LpBlocks {
         if (!d) break;
         const size_t j = m.block, n = block_elems(j);
         if (m.final) {
-          if (d != out_block(j)) dev_.copy(out_block(j), d, block_bytes_of(j));
+          if (d != out_block(j)) put(out_block(j), d, block_bytes_of(j));
         } else {
           // I am block j's centre: out = x0 + x1 (an average scales in the same pass).
           const void* a = me_ == 0 ? in_block(j) : d;
@@ -382,7 +400,7 @@ class LpPairAllreduce final : public LpBlocks {
           if (args_.op == ReduceOp::Avg)
             dev_.reduce_add_scale(args_.dtype, out_block(j), a, b, 0.5, n);
           else
-            dev_.reduce_add(args_.dtype, out_block(j), a, b, n);
+            add(out_block(j), a, b, n);
           reduced_[j] = 1;
         }
         link_->release_recv(rx_base_ + handled_);

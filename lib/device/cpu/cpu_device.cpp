@@ -1,5 +1,9 @@
 #include "device/cpu/cpu_device.hpp"
 
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #if defined(__x86_64__)
 #include <xmmintrin.h>
@@ -40,6 +44,35 @@ void CpuDevice::reduce_add(DType t, void* out, const void* a, const void* b, siz
 void CpuDevice::reduce_add_scale(DType t, void* out, const void* a, const void* b, double alpha,
                                  size_t n) {
   kernels::cpu::reduce_add_scale(t, out, a, b, alpha, n);
+}
+
+void CpuDevice::copy_uncached(void* dst, const void* src, size_t bytes) {
+  if (bytes && dst != src) kernels::cpu::copy_uncached(dst, src, bytes);
+}
+
+void CpuDevice::reduce_add_uncached(DType t, void* out, const void* a, const void* b, size_t n) {
+  kernels::cpu::reduce_add_uncached(t, out, a, b, n);
+}
+
+size_t CpuDevice::uncached_min_bytes() const {
+  static const size_t bytes = [] {
+    if (const char* v = std::getenv("LPSGD_UNCACHED_BYTES"))
+      return static_cast<size_t>(std::strtoull(v, nullptr, 10));
+    // The last-level cache this core sees (sysfs: 32 MiB on a Zen 3 CCX),
+    // not the whole package's that sysconf reports (256 MiB there).
+    size_t llc = 0;
+    if (std::FILE* f = std::fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r")) {
+      unsigned long v = 0;
+      char unit = 0;
+      if (std::fscanf(f, "%lu%c", &v, &unit) >= 1)
+        llc = v << (unit == 'K' ? 10 : unit == 'M' ? 20 : 0);
+      std::fclose(f);
+    }
+    if (llc == 0 && sysconf(_SC_LEVEL3_CACHE_SIZE) > 0)
+      llc = static_cast<size_t>(sysconf(_SC_LEVEL3_CACHE_SIZE));
+    return llc ? llc / 2 : size_t{16} << 20;
+  }();
+  return bytes;
 }
 
 void CpuDevice::scale(DType t, void* x, double alpha, size_t n) {
