@@ -45,6 +45,9 @@ class SmpiDevice final : public CpuDevice {
                         size_t n) override;
   void scale(DType t, void* x, double alpha, size_t n) override;
   void axpy(DType t, void* y, double alpha, const void* x, size_t n) override;
+  /// No message is uncached: the simulated copies and reductions above are
+  /// the only ones (and they skip the work on SMPI's shared buffers).
+  size_t uncached_min_bytes() const override { return SIZE_MAX; }
 
  private:
   void charge(double seconds) const;
