@@ -124,7 +124,7 @@ double CostModel::lp_period(CollKind kind, int P, int root, double b, LinkMix m)
     };
     auto work = [&](bool is_centre, bool is_end) -> Work {
       switch (kind) {
-        case CollKind::Bcast:  // root in -> out; every other rank neighbour's out -> out
+        case CollKind::Bcast:  // root in -> out; every other rank the neighbour's block -> out
           return {c, 0};
         case CollKind::Reduce:  // neighbour's partial + mine -> my partial; the far ends send in place
           return {0, is_centre ? sides * gamma : (is_end ? 0 : gamma)};
