@@ -297,8 +297,9 @@ int run_bench(int argc, char** argv) {
               // The best copy the device has: past the caches where the
               // algorithms' outputs go past them too (Device::uncached_min_bytes).
               const double dt = timed([&] {
-                if (count * esize >= cq.uncached_min_bytes()) cq.copy_uncached(out_data, in_data, count * esize);
-                else cq.copy(out_data, in_data, count * esize);
+                const size_t n = count * esize;
+                if (n >= cq.uncached_min_bytes()) cq.copy_uncached(out_data, in_data, n);
+                else cq.copy(out_data, in_data, n);
               });
               if (it >= phase_warmup) copy_times.push_back(dt);
             }

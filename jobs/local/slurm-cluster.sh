@@ -167,7 +167,7 @@ write_config() {
       mkdir -p "$DIR/spool/${NODES[i]}" "$DIR/node-tmp/${NODES[i]}"
     done
     nodes=${nodes%$'\n'}
-    printf 'prefix=%s\nnodes=%s\n' "$NETNS_PREFIX" "${#NODES[@]}" >"$DIR/etc/netns"
+    echo "prefix=$NETNS_PREFIX" >"$DIR/etc/netns"  # the nodes: etc/hosts
   fi
   local partition
   partition=$(IFS=,; echo "${NODES[*]}")

@@ -79,6 +79,8 @@ class Device {
   }
   /// x[i] *= alpha.
   virtual void scale(DType t, void* x, double alpha, size_t n) = 0;
+  /// y[i] += alpha * x[i].
+  virtual void axpy(DType t, void* y, double alpha, const void* x, size_t n) = 0;
 
   /// Outputs nobody reads soon (a large collective's): copy and reduce_add
   /// that may write past the caches (the CPU's non-temporal stores), for
@@ -89,8 +91,6 @@ class Device {
     reduce_add(t, out, a, b, n);
   }
   virtual size_t uncached_min_bytes() const { return SIZE_MAX; }
-  /// y[i] += alpha * x[i].
-  virtual void axpy(DType t, void* y, double alpha, const void* x, size_t n) = 0;
 
   /// Waits until all work queued on this device has finished.
   virtual void synchronize() = 0;

@@ -26,13 +26,13 @@ class CpuDevice : public Device {
   void reduce_add_scale(DType t, void* out, const void* a, const void* b, double alpha,
                         size_t n) override;
   void scale(DType t, void* x, double alpha, size_t n) override;
+  void axpy(DType t, void* y, double alpha, const void* x, size_t n) override;
   void copy_uncached(void* dst, const void* src, size_t bytes) override;
   void reduce_add_uncached(DType t, void* out, const void* a, const void* b, size_t n) override;
   /// Half the last-level cache (a message and its output fill it), or
   /// LPSGD_UNCACHED_BYTES: at 16 and 64 MiB on 2 ranks non-temporal stores
   /// made LP's allreduce, bcast and reduce about 20% faster.
   size_t uncached_min_bytes() const override;
-  void axpy(DType t, void* y, double alpha, const void* x, size_t n) override;
   void synchronize() override {}
 
   void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
