@@ -61,6 +61,54 @@ void reduce_add_uncached(DType t, void* out, const void* a, const void* b, size_
 void copy_uncached(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
 #endif
 
+namespace {
+// The plain loop: ReduceAdd's or ReduceAddScale's rounding, stored twice.
+template <class T>
+void sum_twice(T* o0, T* o1, const T* x, const T* y, double alpha, size_t n) {
+  const T al = static_cast<T>(alpha);
+  const bool scaled = alpha != 1.0;
+#pragma GCC ivdep
+  for (size_t i = 0; i < n; ++i) {
+    const T s = static_cast<T>(x[i] + y[i]);
+    const T v = scaled ? static_cast<T>(s * al) : s;
+    o0[i] = v;
+    o1[i] = v;
+  }
+}
+}  // namespace
+
+void reduce_add_twice(DType t, void* out0, void* out1, const void* a, const void* b, double alpha,
+                      size_t n, bool uncached) {
+#if defined(__x86_64__)
+  const auto mis = [](const void* p) { return reinterpret_cast<uintptr_t>(p) & 15; };
+  if (uncached && t == DType::F32 && mis(out0) == mis(out1)) {
+    auto* o0 = static_cast<float*>(out0);
+    auto* o1 = static_cast<float*>(out1);
+    const auto* x = static_cast<const float*>(a);
+    const auto* y = static_cast<const float*>(b);
+    size_t i = head(o0, n);
+    sum_twice(o0, o1, x, y, alpha, i);
+    const __m128 al = _mm_set1_ps(static_cast<float>(alpha));
+    const bool scaled = alpha != 1.0;
+    for (; i + 4 <= n; i += 4) {
+      __m128 v = _mm_add_ps(_mm_loadu_ps(x + i), _mm_loadu_ps(y + i));
+      if (scaled) v = _mm_mul_ps(v, al);
+      _mm_stream_ps(o0 + i, v);
+      _mm_stream_ps(o1 + i, v);
+    }
+    sum_twice(o0 + i, o1 + i, x + i, y + i, alpha, n - i);
+    _mm_sfence();
+    return;
+  }
+#endif
+  (void)uncached;
+  dispatch_dtype(t, [&](auto tag) {
+    using T = decltype(tag);
+    sum_twice(static_cast<T*>(out0), static_cast<T*>(out1), static_cast<const T*>(a),
+              static_cast<const T*>(b), alpha, n);
+  });
+}
+
 void reduce_add_scale(DType t, void* out, const void* a, const void* b, double alpha, size_t n) {
   dispatch_dtype(t, [&](auto tag) {
     using T = decltype(tag);

@@ -27,6 +27,11 @@ void reduce_add(DType t, void* out, const void* a, const void* b, size_t n);
 /// not x86.
 void reduce_add_uncached(DType t, void* out, const void* a, const void* b, size_t n);
 void copy_uncached(void* dst, const void* src, size_t bytes);
+/// out0 = out1 = (a + b) * alpha, one pass for both outputs (Device's
+/// reduce_add_twice); with `uncached`, non-temporal stores where the CPU is x86
+/// and the two outputs share their alignment (float32), then a store fence.
+void reduce_add_twice(DType t, void* out0, void* out1, const void* a, const void* b, double alpha,
+                      size_t n, bool uncached);
 void reduce_add_scale(DType t, void* out, const void* a, const void* b, double alpha, size_t n);
 void scale(DType t, void* x, double alpha, size_t n);
 void axpy(DType t, void* y, double alpha, const void* x, size_t n);

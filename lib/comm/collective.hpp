@@ -63,6 +63,14 @@ class Collective {
   /// What the collective waits for right now, for a stall message:
   /// e.g. "block 17 from rank 3 (left neighbour)".
   virtual std::string waiting_for() const = 0;
+  /// Tells the neighbours, with the signature, where they can reach this
+  /// rank's input and output (Link::share handles; call before start()).
+  void offer_buffers(uint64_t in_handle, uint64_t out_handle) {
+    sig_.share_in = in_handle;
+    sig_.share_out = out_handle;
+  }
+  /// A neighbour's signature (side 0: left, 1: right), valid from on_start().
+  const Signature& neighbour_signature(int side) const { return peer_sig_[side]; }
   /// Adds the MPI requests of its own (beyond the links') that it waits on.
   virtual void pending_requests(std::vector<MPI_Request*>& out) { (void)out; }
 

@@ -66,6 +66,14 @@ bool lp_shares_reductions(CollKind kind, int P) {
   return pair && kind == CollKind::Allreduce && P == 2;
 }
 
+bool lp_writes_both_outputs(CollKind kind, int P) {
+  static const bool on = [] {
+    const char* v = std::getenv("LPSGD_LP_DIRECT");
+    return !(v && std::string(v) == "0");
+  }();
+  return on && kind == CollKind::Allreduce && P == 2 && !lp_shares_reductions(kind, P);
+}
+
 LinkMix LinkMix::of(const Chain& c) {
   // The same answer on every rank, so that `auto` resolves identically.
   LinkMix m;
@@ -177,6 +185,11 @@ double CostModel::predict(Algo algo, CollKind kind, double n, int P, int root, d
   const double nm = one_node ? n * P : n;
   switch (algo) {
     case Algo::Lp: {
+      // Two ranks of one node writing both outputs: each reads and writes the
+      // bytes of a copy of the message, the two at once, as the ranks of a
+      // bcast do in its steady state; two meetings (signatures, end tokens).
+      if (one_node && lp_writes_both_outputs(kind, P))
+        return alpha_shm + lp_period(CollKind::Bcast, P, 0, n, mix);
       const double b = std::max(1.0, std::min(block, n));
       const double k = std::ceil(n / b);
       const double hop = lp_alpha(mix) + b * (lp_beta(mix) + (kind == CollKind::Bcast ? 0.0 : g));

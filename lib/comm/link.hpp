@@ -53,6 +53,20 @@ class Link {
     released_ = seq + 1;
   }
 
+  /// Memory both ends can address (peer links: buffers from
+  /// Communicator::alloc_shared): a handle for [p, p + bytes) that the peer
+  /// turns into its own address with peer_memory; 0 where the link has none.
+  virtual uint64_t share(const void* p, size_t bytes) const {
+    (void)p;
+    (void)bytes;
+    return 0;
+  }
+  /// Where the peer's memory of handle h (its share()) lies in my address space.
+  virtual char* peer_memory(uint64_t h) const {
+    (void)h;
+    return nullptr;
+  }
+
   /// Adds the MPI requests still in flight (links over MPI), so an idle wait
   /// can block on them (the SimGrid build) instead of polling.
   virtual void pending_requests(std::vector<MPI_Request*>& out) { (void)out; }

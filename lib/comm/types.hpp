@@ -55,6 +55,9 @@ struct Signature {
   uint64_t count = 0;
   uint64_t block_bytes = 0;
   uint64_t serial = 0;  ///< index of this collective on its communicator
+  // Not compared: where a neighbour can reach this rank's input and output
+  // directly (Link::share; 0 = it cannot). Ranks differ here.
+  uint64_t share_in = 0, share_out = 0;
   bool operator==(const Signature& o) const;
   std::string describe() const;
 };

@@ -91,6 +91,19 @@ class Device {
     reduce_add(t, out, a, b, n);
   }
   virtual size_t uncached_min_bytes() const { return SIZE_MAX; }
+  /// out0[i] = out1[i] = (a[i] + b[i]) * alpha: one sum written to two places
+  /// (two ranks' outputs), with the bits of reduce_add (alpha = 1) or
+  /// reduce_add_scale; past the caches where `uncached`. Each output may be a
+  /// or b (in place), not overlap them otherwise. By default the sum into
+  /// out0, then a copy.
+  virtual void reduce_add_twice(DType t, void* out0, void* out1, const void* a, const void* b,
+                                double alpha, size_t n, bool uncached) {
+    if (alpha != 1.0) reduce_add_scale(t, out0, a, b, alpha, n);
+    else if (uncached) reduce_add_uncached(t, out0, a, b, n);
+    else reduce_add(t, out0, a, b, n);
+    if (uncached) copy_uncached(out1, out0, n * dtype_size(t));
+    else copy(out1, out0, n * dtype_size(t));
+  }
 
   /// Waits until all work queued on this device has finished.
   virtual void synchronize() = 0;

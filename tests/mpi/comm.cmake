@@ -14,7 +14,11 @@ lpsgd_mpi_test(test_collectives SOURCES ${comm_test_src} DEPS lpsgd_comm
   RANKS 4 5 SUFFIX rpn2 ENV "LPSGD_RANKS_PER_NODE=2" TIMEOUT 600)
 lpsgd_mpi_test(test_collectives SOURCES ${comm_test_src} DEPS lpsgd_comm
   RANKS 6 7 SUFFIX rpn3 ENV "LPSGD_RANKS_PER_NODE=3" TIMEOUT 600)
-# LP allreduce of 2 ranks with the centre alternating by block (LPSGD_LP_PAIR=1).
+# LP allreduce of 2 ranks with one centre, as where the ranks cannot write
+# each other's outputs (LPSGD_LP_DIRECT=0), and with the centre alternating by
+# block (LPSGD_LP_PAIR=1).
+lpsgd_mpi_test(test_collectives SOURCES ${comm_test_src} DEPS lpsgd_comm
+  RANKS 2 SUFFIX lp-one-centre ENV "LPSGD_LP_DIRECT=0" TIMEOUT 600)
 lpsgd_mpi_test(test_collectives SOURCES ${comm_test_src} DEPS lpsgd_comm
   RANKS 2 SUFFIX lp-pair ENV "LPSGD_LP_PAIR=1" TIMEOUT 600)
 lpsgd_mpi_test(test_collectives SOURCES ${comm_test_src} DEPS lpsgd_comm

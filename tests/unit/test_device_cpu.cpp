@@ -110,6 +110,48 @@ TEST(CpuDevice, UncachedCopyAndReduceMatchReference) {
   EXPECT_GT(dev->uncached_min_bytes(), 0u);
 }
 
+// One sum into two outputs (the two ranks' of an LP allreduce): the bits of
+// reduce_add / reduce_add_scale in both, past the caches or not, at any pair
+// of output alignments, in place in either output.
+TEST(CpuDevice, ReduceAddTwiceMatchesReduceAdd) {
+  auto dev = make_device(DeviceKind::Cpu);
+  for (size_t n : kSizes) {
+    const auto a = random_vec<float>(n + 4, 5), b = random_vec<float>(n + 4, 6);
+    for (bool uncached : {false, true})
+      for (double alpha : {1.0, 0.5, 1.0 / 3})
+        for (size_t s0 : {0, 1})
+          for (size_t s1 : {0, 3}) {
+            DeviceBuffer da(*dev, (n + 4) * 4), db(*dev, (n + 4) * 4), d0(*dev, (n + 8) * 4),
+                d1(*dev, (n + 8) * 4), ref(*dev, n * 4 + 4);
+            dev->copy_from_host(da.data(), a.data(), (n + 4) * 4);
+            dev->copy_from_host(db.data(), b.data(), (n + 4) * 4);
+            const float* x = da.as<float>() + 1;
+            const float* y = db.as<float>();
+            dev->reduce_add_scale(DType::F32, ref.data(), x, y, alpha, n);
+            float* o0 = d0.as<float>() + s0;
+            float* o1 = d1.as<float>() + s1;
+            dev->reduce_add_twice(DType::F32, o0, o1, x, y, alpha, n, uncached);
+            ASSERT_EQ(std::memcmp(o0, ref.data(), n * 4), 0) << "n=" << n << " alpha=" << alpha;
+            ASSERT_EQ(std::memcmp(o1, ref.data(), n * 4), 0) << "n=" << n << " shifts " << s0 << s1;
+            EXPECT_EQ(o0[n], 0.0f) << "wrote past the end";
+            EXPECT_EQ(o1[n], 0.0f) << "wrote past the end";
+            // In place: out0 is a, out1 is b (an allreduce in place on both ranks).
+            dev->reduce_add_twice(DType::F32, da.as<float>() + 1, db.as<float>(), da.as<float>() + 1,
+                                  db.as<float>(), alpha, n, uncached);
+            ASSERT_EQ(std::memcmp(da.as<float>() + 1, ref.data(), n * 4), 0) << "in place, n=" << n;
+            ASSERT_EQ(std::memcmp(db.as<float>(), ref.data(), n * 4), 0) << "in place, n=" << n;
+          }
+  }
+  // Other types: the plain loop, the same rounding.
+  const std::vector<int32_t> x{1, -7, 40}, y{2, 7, 2};
+  DeviceBuffer dx(*dev, 12), dy(*dev, 12), o0(*dev, 12), o1(*dev, 12);
+  dev->copy_from_host(dx.data(), x.data(), 12);
+  dev->copy_from_host(dy.data(), y.data(), 12);
+  dev->reduce_add_twice(DType::I32, o0.data(), o1.data(), dx.data(), dy.data(), 1.0, 3, true);
+  EXPECT_EQ(std::vector<int32_t>(o0.as<int32_t>(), o0.as<int32_t>() + 3), (std::vector<int32_t>{3, 0, 42}));
+  EXPECT_EQ(std::vector<int32_t>(o1.as<int32_t>(), o1.as<int32_t>() + 3), (std::vector<int32_t>{3, 0, 42}));
+}
+
 TEST(CpuDevice, AllocIsZeroedAndAligned) {
   auto dev = make_device(DeviceKind::Cpu);
   DeviceBuffer b(*dev, 1001);

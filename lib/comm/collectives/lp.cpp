@@ -20,8 +20,16 @@
 // The sum order is fixed by chain position, so every rank ends with the same
 // bits, run after run. At most W blocks are in flight per link direction.
 //
-// Allreduce of two ranks can share the reductions (LpPairAllreduce, below;
-// LPSGD_LP_PAIR=1): rank r is the centre of the blocks j with j % 2 == r, so
+// Allreduce of two ranks of one node whose buffers both can address (from
+// Communicator::alloc_shared, as the trainer's and the bench's are) needs no
+// pipeline: each rank reduces half the message, x0 + x1 in the same order,
+// and writes the sum into both ranks' outputs, so each reads n and writes n
+// bytes, what a copy of its message moves (step_direct; LPSGD_LP_DIRECT=0
+// turns it off). The ranks meet twice: the signature exchange tells each where
+// the other's buffers are, and a token over the link says "my half is done".
+//
+// Allreduce of two ranks can also share the reductions over any link
+// (LpPairAllreduce, below; LPSGD_LP_PAIR=1): rank r is the centre of the blocks j with j % 2 == r, so
 // each rank reduces half the blocks (read 2, write 1) and copies the other
 // half (read 1, write 1), 2.5 memory passes per block where one centre makes 3.
 #include <algorithm>
@@ -99,6 +107,13 @@ class LpCollective final : public LpBlocks {
       outer_[0] = left;
       outer_[1] = right;
     }
+    if (lp_writes_both_outputs(a.kind, P_) && a.count > 0) {
+      Link* L = pos_ == 0 ? right : left;
+      const size_t bytes = a.count * esize_;
+      share_in_ = L->share(in_, bytes);
+      share_out_ = L->share(out_, bytes);
+      offer_buffers(share_in_, share_out_);
+    }
   }
 
  private:
@@ -118,9 +133,26 @@ class LpCollective final : public LpBlocks {
       rx_base_i_ = inner_->rx_base();
       tx_base_i_ = inner_->tx_base();
     }
+    if (share_in_ && share_out_) {
+      // Both ranks decide alike: each sees both ranks' handles.
+      const Signature& peer = neighbour_signature(pos_ == 0 ? 1 : 0);
+      if (peer.share_in && peer.share_out) {
+        direct_link_ = pos_ == 0 ? outer_[1] : inner_;
+        d_tx_ = direct_link_->tx_base();
+        d_rx_ = direct_link_->rx_base();
+        peer_in_ = direct_link_->peer_memory(peer.share_in);
+        peer_out_ = direct_link_->peer_memory(peer.share_out);
+        // My half, cut at a cache line so that no line has two writers.
+        const size_t line = std::max<size_t>(1, 64 / esize_);
+        const size_t cut = args_.count / 2 / line * line;
+        d_begin_ = pos_ == 0 ? 0 : cut;
+        d_end_ = pos_ == 0 ? cut : args_.count;
+      }
+    }
   }
 
   bool on_progress(bool& moved) override {
+    if (direct_link_) return step_direct(moved);
     for (bool again = true; again;) {
       again = false;
       if (reduce_) again |= step_reduce();
@@ -128,6 +160,46 @@ class LpCollective final : public LpBlocks {
       moved |= again;
     }
     return finished();
+  }
+
+  // ---- two ranks, both outputs (see the top of the file) ----------------------
+  bool step_direct(bool& moved) {
+    Link* L = direct_link_;
+    const uint64_t tx = d_tx_, rx = d_rx_;
+    if (!d_reduced_) {
+      // x0 + x1 (times 1/2 for an average), the single centre's bits, written
+      // to both outputs in one pass: each byte read once and written once.
+      const size_t i = d_begin_ * esize_, n = d_end_ - d_begin_;
+      const char* mine_in = in_ + i;
+      const char* theirs_in = peer_in_ + i;
+      dev_.reduce_add_twice(args_.dtype, out_ + i, peer_out_ + i, pos_ == 0 ? mine_in : theirs_in,
+                            pos_ == 0 ? theirs_in : mine_in,
+                            args_.op == ReduceOp::Avg ? 1.0 / P_ : 1.0, n, uncached_);
+      d_reduced_ = moved = true;
+    }
+    // "My half is done": the other rank may return once it has this (its
+    // output complete, its input no longer read), and I once I have its.
+    if (!d_sent_) {
+      if (!L->can_send(tx)) return false;
+      L->post_send(tx, &d_token_, sizeof d_token_);
+      d_sent_ = moved = true;
+    }
+    if (!d_posted_) {
+      if (!L->can_recv(rx)) return false;
+      L->post_recv(rx, sizeof d_peer_token_, &d_peer_token_);
+      d_posted_ = moved = true;
+    }
+    if (!d_received_) {
+      if (!L->test_recv(rx)) return false;
+      L->release_recv(rx);
+      d_received_ = moved = true;
+    }
+    if (!L->send_done(tx)) return false;
+    if (!advanced_) {
+      L->advance(1, 1);
+      advanced_ = true;
+    }
+    return true;
   }
 
   // ---- reduce phase: partial sums flow inward --------------------------------
@@ -282,6 +354,12 @@ class LpCollective final : public LpBlocks {
   std::string waiting_for() const override {
     std::ostringstream os;
     auto side = [&](const Link* L) { return L->peer() < pos_ ? "left" : "right"; };
+    if (direct_link_) {
+      const Link* L = direct_link_;
+      os << (d_sent_ ? "rank " : "a free slot towards rank ") << L->peer() << " (" << side(L)
+         << " neighbour)" << (d_sent_ ? " to finish its half of the message" : "");
+      return os.str();
+    }
     if (reduce_ && r_done_ < k_) {
       const char* sep = "";
       for (int o = 0; o < 2; ++o)
@@ -316,6 +394,16 @@ class LpCollective final : public LpBlocks {
   size_t b_posted_ = 0, b_ready_ = 0;
   size_t b_sent_[2] = {0, 0};
   size_t copied_ = 0;  // bcast root: blocks of its input copied into its output
+  // Two ranks writing both outputs: the handles offered, the other rank's
+  // buffers, my half [d_begin_, d_end_) and the end-of-half tokens.
+  uint64_t share_in_ = 0, share_out_ = 0;
+  Link* direct_link_ = nullptr;
+  const char* peer_in_ = nullptr;
+  char* peer_out_ = nullptr;
+  uint64_t d_tx_ = 0, d_rx_ = 0;
+  size_t d_begin_ = 0, d_end_ = 0;
+  uint64_t d_token_ = 1, d_peer_token_ = 0;
+  bool d_reduced_ = false, d_sent_ = false, d_posted_ = false, d_received_ = false;
 };
 
 // Allreduce of two ranks with the centre alternating by block. Block j's

@@ -105,7 +105,7 @@ bool ShmArena::locate(const void* p, size_t bytes, uint32_t& region, uint64_t& o
   return false;
 }
 
-const char* ShmArena::peer_address(int node_rank, uint32_t region, uint64_t offset) const {
+char* ShmArena::peer_address(int node_rank, uint32_t region, uint64_t offset) const {
   LPSGD_CHECK(region < regions_.size(), "shm link: the peer names shared region " << region
                                             << ", but only " << regions_.size() << " exist");
   return regions_[region].base[static_cast<size_t>(node_rank)] + offset;
@@ -161,17 +161,30 @@ bool ShmLink::can_send(uint64_t seq) {
 
 void* ShmLink::send_slot(uint64_t seq) { return out_slots_ + slot(seq) * slot_bytes_; }
 
+namespace {
+// A place in the node's shared regions as one word: (region + 1) << 48 | offset;
+// 0 is "not shared".
+constexpr uint64_t kOffsetMask = (uint64_t{1} << 48) - 1;
+uint64_t encode(uint32_t region, uint64_t offset) { return (uint64_t{region} + 1) << 48 | offset; }
+}  // namespace
+
+uint64_t ShmLink::share(const void* p, size_t bytes) const {
+  uint32_t region = 0;
+  uint64_t offset = 0;
+  return p && arena_.locate(p, bytes, region, offset) ? encode(region, offset) : 0;
+}
+
+char* ShmLink::peer_memory(uint64_t h) const {
+  if (h == 0) return nullptr;
+  return arena_.peer_address(peer_node_rank_, static_cast<uint32_t>((h >> 48) - 1), h & kOffsetMask);
+}
+
 void ShmLink::post_send(uint64_t seq, const void* src, size_t bytes) {
   void* dst = send_slot(seq);
   LPSGD_CHECK(bytes <= slot_bytes_, "shm link: block of " << bytes << " bytes exceeds slot");
-  uint64_t where = 0;
-  uint32_t region = 0;
-  uint64_t offset = 0;
-  if (src != dst && arena_.locate(src, bytes, region, offset)) {
-    where = (static_cast<uint64_t>(region) + 1) << 48 | offset;  // the peer reads it there
-  } else if (src != dst) {
-    dev_.copy(dst, src, bytes);
-  }
+  // A block in a shared region is read there by the peer; others are copied in.
+  const uint64_t where = src != dst ? share(src, bytes) : 0;
+  if (src != dst && where == 0) dev_.copy(dst, src, bytes);
   in_place_[slot(seq)] = where != 0;
   mine_->where[dir_out_][slot(seq)].store(where, std::memory_order_relaxed);
   mine_->ready[dir_out_][slot(seq)].store(seq + 1, std::memory_order_release);
@@ -189,9 +202,7 @@ const void* ShmLink::test_recv(uint64_t seq) {
   const uint64_t v = theirs_->ready[dir_in_][slot(seq)].load(std::memory_order_acquire);
   if (v != seq + 1) return nullptr;
   const uint64_t where = theirs_->where[dir_in_][slot(seq)].load(std::memory_order_relaxed);
-  if (where == 0) return in_slots_ + slot(seq) * slot_bytes_;
-  constexpr uint64_t kOffsetMask = (uint64_t{1} << 48) - 1;
-  return arena_.peer_address(peer_node_rank_, static_cast<uint32_t>((where >> 48) - 1), where & kOffsetMask);
+  return where == 0 ? in_slots_ + slot(seq) * slot_bytes_ : peer_memory(where);
 }
 
 void ShmLink::release_recv(uint64_t seq) {

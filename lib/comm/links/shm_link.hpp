@@ -59,7 +59,7 @@ class ShmArena {
   /// Finds [p, p + bytes) in one of my regions: its number and offset.
   bool locate(const void* p, size_t bytes, uint32_t& region, uint64_t& offset) const;
   /// Where node rank `node_rank` has its region's offset, in my mapping.
-  const char* peer_address(int node_rank, uint32_t region, uint64_t offset) const;
+  char* peer_address(int node_rank, uint32_t region, uint64_t offset) const;
   const Chain& chain() const { return chain_; }
 
  private:
@@ -92,6 +92,8 @@ class ShmLink final : public Link {
   void post_recv(uint64_t, size_t, void*) override {}
   const void* test_recv(uint64_t seq) override;
   void release_recv(uint64_t seq) override;
+  uint64_t share(const void* p, size_t bytes) const override;
+  char* peer_memory(uint64_t h) const override;
 
  private:
   size_t slot(uint64_t seq) const { return static_cast<size_t>(seq % static_cast<uint64_t>(window_)); }

@@ -54,6 +54,11 @@ void CpuDevice::reduce_add_uncached(DType t, void* out, const void* a, const voi
   kernels::cpu::reduce_add_uncached(t, out, a, b, n);
 }
 
+void CpuDevice::reduce_add_twice(DType t, void* out0, void* out1, const void* a, const void* b,
+                                 double alpha, size_t n, bool uncached) {
+  kernels::cpu::reduce_add_twice(t, out0, out1, a, b, alpha, n, uncached);
+}
+
 size_t CpuDevice::uncached_min_bytes() const {
   static const size_t bytes = [] {
     if (const char* v = std::getenv("LPSGD_UNCACHED_BYTES"))

@@ -29,6 +29,8 @@ class CpuDevice : public Device {
   void axpy(DType t, void* y, double alpha, const void* x, size_t n) override;
   void copy_uncached(void* dst, const void* src, size_t bytes) override;
   void reduce_add_uncached(DType t, void* out, const void* a, const void* b, size_t n) override;
+  void reduce_add_twice(DType t, void* out0, void* out1, const void* a, const void* b,
+                        double alpha, size_t n, bool uncached) override;
   /// Half the last-level cache (a message and its output fill it), or
   /// LPSGD_UNCACHED_BYTES: at 16 and 64 MiB on 2 ranks non-temporal stores
   /// made LP's allreduce, bcast and reduce about 20% faster.
