@@ -66,12 +66,12 @@ bool lp_shares_reductions(CollKind kind, int P) {
   return pair && kind == CollKind::Allreduce && P == 2;
 }
 
-bool lp_writes_both_outputs(CollKind kind, int P) {
+bool lp_direct(CollKind kind, int P) {
   static const bool on = [] {
     const char* v = std::getenv("LPSGD_LP_DIRECT");
     return !(v && std::string(v) == "0");
   }();
-  return on && kind == CollKind::Allreduce && P == 2 && !lp_shares_reductions(kind, P);
+  return on && P == 2 && !lp_shares_reductions(kind, P);
 }
 
 LinkMix LinkMix::of(const Chain& c) {
@@ -185,11 +185,13 @@ double CostModel::predict(Algo algo, CollKind kind, double n, int P, int root, d
   const double nm = one_node ? n * P : n;
   switch (algo) {
     case Algo::Lp: {
-      // Two ranks of one node writing both outputs: each reads and writes the
-      // bytes of a copy of the message, the two at once, as the ranks of a
-      // bcast do in its steady state; two meetings (signatures, end tokens).
-      if (one_node && lp_writes_both_outputs(kind, P))
-        return alpha_shm + lp_period(CollKind::Bcast, P, 0, n, mix);
+      // Two ranks of one node, each doing half: each reads and writes the
+      // bytes of a copy of the message in an allreduce (as the ranks of a
+      // pipelined bcast do in its steady state), 3/4 of that in a bcast
+      // (reads n/2, writes n) or a reduce (reads n, writes n/2); two meetings.
+      if (one_node && lp_direct(kind, P))
+        return alpha_shm + (kind == CollKind::Allreduce ? 1.0 : 0.75) *
+                               lp_period(CollKind::Bcast, P, 0, n, mix);
       const double b = std::max(1.0, std::min(block, n));
       const double k = std::ceil(n / b);
       const double hop = lp_alpha(mix) + b * (lp_beta(mix) + (kind == CollKind::Bcast ? 0.0 : g));

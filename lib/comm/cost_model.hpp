@@ -119,10 +119,10 @@ bool supports(Algo algo, CollKind kind);
 /// between two ranks (allreduce of 2 ranks, LPSGD_LP_PAIR=1), which halves
 /// each rank's reductions; the collective and the model both ask.
 bool lp_shares_reductions(CollKind kind, int P);
-/// LP allreduce of two ranks: where both ranks' buffers are in memory both can
-/// address (one node, Communicator::alloc_shared), each reduces half and
-/// writes both outputs, no pipeline (collectives/lp.cpp). On unless
-/// LPSGD_LP_DIRECT=0 (or LPSGD_LP_PAIR=1, which takes its place).
-bool lp_writes_both_outputs(CollKind kind, int P);
+/// LP on two ranks: where both ranks' buffers are in memory both can address
+/// (one node, Communicator::alloc_shared), each does half the message and
+/// writes the outputs directly, no pipeline (collectives/lp.cpp). On unless
+/// LPSGD_LP_DIRECT=0; an allreduce with LPSGD_LP_PAIR=1 takes the pair instead.
+bool lp_direct(CollKind kind, int P);
 
 }  // namespace lpsgd::comm

@@ -205,20 +205,24 @@ TEST(Collectives, LargeOddCountSampled) {
   run({CollKind::Allreduce, Algo::Lp, DType::F64, ReduceOp::Avg, 0, n, true, 8 * 3001, true});
 }
 
-// LP allreduce of two ranks on a node writes both outputs only where both
-// ranks' buffers are shared; where one rank's are not, both must fall back
-// to the pipeline together (either way round, every count's cut between
-// the halves, in place or not).
+// LP on two ranks of a node does half each and writes the outputs directly
+// only where the buffers it needs are shared on both ranks; where one rank's
+// are not, both must take the pipeline together (either rank sharing alone,
+// every kind and root, counts around the cut between the halves, in place or
+// not). The matrix above covers both ranks sharing.
 TEST(Collectives, TwoRanksShareBuffersOnlyWhereBothCan) {
   SKIP_WITHOUT_DEVICE();
   const int me = test_comm().rank();
   for (int sharer : {0, 1})
-    for (size_t n : {size_t(1), size_t(16), size_t(33), size_t(100003)})
-      for (bool in_place : {false, true})
-        for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg}) {
-          run({CollKind::Allreduce, Algo::Lp, DType::F32, op, 0, n, in_place, 4 * 1000, me == sharer});
-          if (HasFatalFailure()) return;
-        }
+    for (CollKind k : kKinds)
+      for (int root = 0; root < std::min(2, test_comm().size()); ++root)
+        for (size_t n : {size_t(1), size_t(16), size_t(33), size_t(100003)})
+          for (bool in_place : {false, true})
+            for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg}) {
+              if (op == ReduceOp::Avg && k == CollKind::Bcast) continue;
+              run({k, Algo::Lp, DType::F32, op, root, n, in_place, 4 * 1000, me == sharer});
+              if (HasFatalFailure()) return;
+            }
 }
 
 // Non-exact sums (random floats): the fixed sum order must give every rank the

@@ -20,17 +20,22 @@
 // The sum order is fixed by chain position, so every rank ends with the same
 // bits, run after run. At most W blocks are in flight per link direction.
 //
-// Allreduce of two ranks of one node whose buffers both can address (from
-// Communicator::alloc_shared, as the trainer's and the bench's are) needs no
-// pipeline: each rank reduces half the message, x0 + x1 in the same order,
-// and writes the sum into both ranks' outputs, so each reads n and writes n
-// bytes, what a copy of its message moves (step_direct; LPSGD_LP_DIRECT=0
-// turns it off). The ranks meet twice: the signature exchange tells each where
-// the other's buffers are, and a token over the link says "my half is done".
+// Two ranks of one node whose buffers both can address (from
+// Communicator::alloc_shared, as the trainer's and the bench's are) need no
+// pipeline: each does its half of the message and writes straight into
+// whichever outputs need it (step_direct; LPSGD_LP_DIRECT=0 turns it off):
+//   allreduce  out0 = out1 = x0 + x1: each rank reads n and writes n bytes,
+//              what a copy of its message moves (one centre: 2n and n);
+//   reduce     out_root = x0 + x1: each reads n and writes n/2;
+//   bcast      out0 = out1 = in_root: each reads n/2 and writes n.
+// Sums keep the order x0 + x1, so the bits are the pipeline's. The ranks meet
+// twice: the signature exchange tells each where the other's buffers are
+// (or that one cannot share, and both take the pipeline), and a token over
+// the link says "my half is done".
 //
 // Allreduce of two ranks can also share the reductions over any link
-// (LpPairAllreduce, below; LPSGD_LP_PAIR=1): rank r is the centre of the blocks j with j % 2 == r, so
-// each rank reduces half the blocks (read 2, write 1) and copies the other
+// (LpPairAllreduce, below; LPSGD_LP_PAIR=1): rank r is the centre of the
+// blocks j with j % 2 == r, so each rank reduces half the blocks (read 2, write 1) and copies the other
 // half (read 1, write 1), 2.5 memory passes per block where one centre makes 3.
 #include <algorithm>
 #include <array>
@@ -107,11 +112,11 @@ class LpCollective final : public LpBlocks {
       outer_[0] = left;
       outer_[1] = right;
     }
-    if (lp_writes_both_outputs(a.kind, P_) && a.count > 0) {
-      Link* L = pos_ == 0 ? right : left;
+    if (lp_direct(a.kind, P_) && a.count > 0) {
+      other_ = pos_ == 0 ? right : left;
       const size_t bytes = a.count * esize_;
-      share_in_ = L->share(in_, bytes);
-      share_out_ = L->share(out_, bytes);
+      share_in_ = other_->share(in_, bytes);
+      share_out_ = other_->share(out_, bytes);
       offer_buffers(share_in_, share_out_);
     }
   }
@@ -133,15 +138,25 @@ class LpCollective final : public LpBlocks {
       rx_base_i_ = inner_->rx_base();
       tx_base_i_ = inner_->tx_base();
     }
-    if (share_in_ && share_out_) {
+    if (share_in_ || share_out_) {
       // Both ranks decide alike: each sees both ranks' handles.
       const Signature& peer = neighbour_signature(pos_ == 0 ? 1 : 0);
-      if (peer.share_in && peer.share_out) {
-        direct_link_ = pos_ == 0 ? outer_[1] : inner_;
+      const int me = pos_, other = 1 - pos_;
+      uint64_t hx[2], hy[2];  // by chain position: inputs, outputs
+      hx[me] = share_in_, hy[me] = share_out_;
+      hx[other] = peer.share_in, hy[other] = peer.share_out;
+      const int R = args_.root;
+      const bool can = args_.kind == CollKind::Allreduce ? hx[0] && hx[1] && hy[0] && hy[1]
+                       : args_.kind == CollKind::Reduce  ? hx[0] && hx[1] && hy[R]
+                                                         : hx[R] && hy[0] && hy[1];
+      if (can) {
+        direct_link_ = other_;
         d_tx_ = direct_link_->tx_base();
         d_rx_ = direct_link_->rx_base();
-        peer_in_ = direct_link_->peer_memory(peer.share_in);
-        peer_out_ = direct_link_->peer_memory(peer.share_out);
+        x_[me] = in_;
+        y_[me] = out_;
+        x_[other] = direct_link_->peer_memory(hx[other]);
+        y_[other] = direct_link_->peer_memory(hy[other]);
         // My half, cut at a cache line so that no line has two writers.
         const size_t line = std::max<size_t>(1, 64 / esize_);
         const size_t cut = args_.count / 2 / line * line;
@@ -162,20 +177,41 @@ class LpCollective final : public LpBlocks {
     return finished();
   }
 
-  // ---- two ranks, both outputs (see the top of the file) ----------------------
+  // ---- two ranks of a node, each doing half (see the top of the file) ----------
+  void direct_half() {
+    const size_t off = d_begin_ * esize_, n = d_end_ - d_begin_;
+    const double alpha = args_.op == ReduceOp::Avg ? 1.0 / P_ : 1.0;
+    const char* x0 = x_[0] + off;
+    const char* x1 = x_[1] + off;
+    switch (args_.kind) {
+      case CollKind::Allreduce:  // one pass: each byte read once, written once
+        dev_.reduce_add_twice(args_.dtype, y_[0] + off, y_[1] + off, x0, x1, alpha, n, uncached_);
+        break;
+      case CollKind::Reduce: {
+        char* y = y_[args_.root] + off;
+        if (alpha != 1.0) dev_.reduce_add_scale(args_.dtype, y, x0, x1, alpha, n);
+        else add(y, x0, x1, n);
+        break;
+      }
+      case CollKind::Bcast: {
+        // Piece by piece, so that the second output reads the root's input
+        // from the cache.
+        const char* src = x_[args_.root] + off;
+        const size_t bytes = n * esize_, piece = 256u << 10;
+        for (size_t b = 0; b < bytes; b += piece)
+          for (char* y : y_)
+            if (y + off != src) put(y + off + b, src + b, std::min(piece, bytes - b));
+        break;
+      }
+    }
+  }
+
   bool step_direct(bool& moved) {
     Link* L = direct_link_;
     const uint64_t tx = d_tx_, rx = d_rx_;
-    if (!d_reduced_) {
-      // x0 + x1 (times 1/2 for an average), the single centre's bits, written
-      // to both outputs in one pass: each byte read once and written once.
-      const size_t i = d_begin_ * esize_, n = d_end_ - d_begin_;
-      const char* mine_in = in_ + i;
-      const char* theirs_in = peer_in_ + i;
-      dev_.reduce_add_twice(args_.dtype, out_ + i, peer_out_ + i, pos_ == 0 ? mine_in : theirs_in,
-                            pos_ == 0 ? theirs_in : mine_in,
-                            args_.op == ReduceOp::Avg ? 1.0 / P_ : 1.0, n, uncached_);
-      d_reduced_ = moved = true;
+    if (!d_done_) {
+      direct_half();
+      d_done_ = moved = true;
     }
     // "My half is done": the other rank may return once it has this (its
     // output complete, its input no longer read), and I once I have its.
@@ -394,16 +430,17 @@ class LpCollective final : public LpBlocks {
   size_t b_posted_ = 0, b_ready_ = 0;
   size_t b_sent_[2] = {0, 0};
   size_t copied_ = 0;  // bcast root: blocks of its input copied into its output
-  // Two ranks writing both outputs: the handles offered, the other rank's
-  // buffers, my half [d_begin_, d_end_) and the end-of-half tokens.
+  // Two ranks of a node, each doing half: the handles offered, both ranks'
+  // buffers by chain position, my half [d_begin_, d_end_) and the tokens.
   uint64_t share_in_ = 0, share_out_ = 0;
-  Link* direct_link_ = nullptr;
-  const char* peer_in_ = nullptr;
-  char* peer_out_ = nullptr;
+  Link* other_ = nullptr;        // the link to the other rank
+  Link* direct_link_ = nullptr;  // the same, once both ranks chose the direct way
+  const char* x_[2] = {nullptr, nullptr};
+  char* y_[2] = {nullptr, nullptr};
   uint64_t d_tx_ = 0, d_rx_ = 0;
   size_t d_begin_ = 0, d_end_ = 0;
   uint64_t d_token_ = 1, d_peer_token_ = 0;
-  bool d_reduced_ = false, d_sent_ = false, d_posted_ = false, d_received_ = false;
+  bool d_done_ = false, d_sent_ = false, d_posted_ = false, d_received_ = false;
 };
 
 // Allreduce of two ranks with the centre alternating by block. Block j's
