@@ -3,7 +3,8 @@
 # `lpsgd bench --floor`, one with the MPI library's rows (--algo lp,mpi) and
 # one without (--algo lp), so that each run shows LP against the fastest
 # `copy` of its size and against the MPI library, and each pair shows whether
-# the MPI rows disturb the others. Every result is checked (--check). Prints
+# the MPI rows disturb the others (which of the two runs first alternates).
+# Every result is checked (--check). Prints
 # the ratios run by run and their ranges; writes every row as CSV and the
 # summary as JSON (jobs/plot/floor.py draws it).
 #
@@ -35,8 +36,8 @@ rm -f "$out"/r*-*.csv
 for ((r = 1; r <= repeat; r++)); do
   # Alternate which of the pair runs first, so that drift within a pair
   # does not always favour the same one.
-  order=(lp,mpi lp)
-  ((r % 2)) || order=(lp lp,mpi)
+  order=("lp,mpi" lp)
+  ((r % 2)) || order=(lp "lp,mpi")
   for algos in "${order[@]}"; do
     echo "floor.sh: run $r/$repeat, --algo $algos" >&2
     "${MPIRUN[@]}" -n "$ranks" "$build/bin/lpsgd" bench --op allreduce,bcast,reduce \

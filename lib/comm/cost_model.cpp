@@ -189,7 +189,7 @@ double CostModel::predict(Algo algo, CollKind kind, double n, int P, int root, d
       // bytes of a copy of the message in an allreduce (as the ranks of a
       // pipelined bcast do in its steady state), 3/4 of that in a bcast
       // (reads n/2, writes n) or a reduce (reads n, writes n/2); two meetings.
-      if (one_node && lp_direct(kind, P))
+      if (one_node && lp_direct_pairs && lp_direct(kind, P))
         return alpha_shm + (kind == CollKind::Allreduce ? 1.0 : 0.75) *
                                lp_period(CollKind::Bcast, P, 0, n, mix);
       const double b = std::max(1.0, std::min(block, n));

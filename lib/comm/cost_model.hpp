@@ -56,6 +56,16 @@ struct LinkMix {
   static LinkMix of(const Chain& chain);
 };
 
+/// Whether LP runs this collective with the centre alternating by block
+/// between two ranks (allreduce of 2 ranks, LPSGD_LP_PAIR=1), which halves
+/// each rank's reductions; the collective and the model both ask.
+bool lp_shares_reductions(CollKind kind, int P);
+/// LP on two ranks: where both ranks' buffers are in memory both can address
+/// (one node, Communicator::alloc_shared), each does half the message and
+/// writes the outputs directly, no pipeline (collectives/lp.cpp). On unless
+/// LPSGD_LP_DIRECT=0; an allreduce with LPSGD_LP_PAIR=1 takes the pair instead.
+bool lp_direct(CollKind kind, int P);
+
 class CostModel {
  public:
   static constexpr int kParams = 5;
@@ -68,6 +78,9 @@ class CostModel {
   /// MPI links: each chain neighbour has its own link (a ring network) rather
   /// than one NIC per node into a switch. Calibration key mpi_neighbour_links.
   bool mpi_neighbour_links = false;
+  /// LP on two ranks of one node does half each (lp_direct, above): the
+  /// environment's choice, which the collectives make too.
+  bool lp_direct_pairs = lp_direct(CollKind::Bcast, 2);
 
   /// Measured numbers (read from a calibration file or just measured), not
   /// the built-in defaults; `source` says from where.
@@ -115,14 +128,5 @@ class CostModel {
 /// Does `algo` implement `kind`? (ring: allreduce only.)
 bool supports(Algo algo, CollKind kind);
 
-/// Whether LP runs this collective with the centre alternating by block
-/// between two ranks (allreduce of 2 ranks, LPSGD_LP_PAIR=1), which halves
-/// each rank's reductions; the collective and the model both ask.
-bool lp_shares_reductions(CollKind kind, int P);
-/// LP on two ranks: where both ranks' buffers are in memory both can address
-/// (one node, Communicator::alloc_shared), each does half the message and
-/// writes the outputs directly, no pipeline (collectives/lp.cpp). On unless
-/// LPSGD_LP_DIRECT=0; an allreduce with LPSGD_LP_PAIR=1 takes the pair instead.
-bool lp_direct(CollKind kind, int P);
 
 }  // namespace lpsgd::comm

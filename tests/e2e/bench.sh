@@ -47,6 +47,43 @@ else
   echo "skip: no matplotlib for /usr/bin/python3"
 fi
 
+# jobs/plot/floor.py against ratios worked out by hand: run 1's copy rows of
+# 1 MiB take 100 and 80 us with the MPI rows (fastest 80), 90 and 120 without.
+floor="$(dirname "$0")/../../jobs/plot/floor.py"
+mkdir -p "$tmp/floor"
+hdr=op,algo,dtype,bytes,count,root,ranks,block,time_us,algbw_gbs,busbw_gbs,predicted_us,wrong
+printf '%s\n' "$hdr" allreduce,lp,float,1048576,262144,0,2,0,96,0,0,120,0 \
+  allreduce,mpi,float,1048576,262144,0,2,0,480,0,0,,0 allreduce,copy,float,1048576,262144,0,2,0,100,0,0,,-1 \
+  bcast,lp,float,1048576,262144,0,2,0,70,0,0,60,0 bcast,mpi,float,1048576,262144,0,2,0,210,0,0,,0 \
+  bcast,copy,float,1048576,262144,0,2,0,80,0,0,,-1 >"$tmp/floor/r1-lp_mpi.csv"
+printf '%s\n' "$hdr" allreduce,lp,float,1048576,262144,0,2,0,99,0,0,120,0 \
+  allreduce,copy,float,1048576,262144,0,2,0,120,0,0,,-1 bcast,lp,float,1048576,262144,0,2,0,72,0,0,60,0 \
+  bcast,copy,float,1048576,262144,0,2,0,90,0,0,,-1 >"$tmp/floor/r1-lp.csv"
+if /usr/bin/python3 "$floor" "$tmp/floor" --json "$tmp/floor/s.json" >"$tmp/floor.out" 2>&1 &&
+   /usr/bin/python3 - "$tmp/floor/s.json" <<'PY'
+import json, sys
+e = {x["op"]: x for x in json.load(open(sys.argv[1]))}
+want = {"allreduce": {"lp_over_copy": 96 / 80, "mpi_over_lp": 5.0, "copy_moved": 100 / 120 - 1,
+                      "lp_moved": 96 / 99 - 1, "model_over_lp": 120 / 99},
+        "bcast": {"lp_over_copy": 70 / 80, "mpi_over_lp": 3.0, "copy_moved": 80 / 90 - 1,
+                  "lp_moved": 70 / 72 - 1, "model_over_lp": 60 / 72}}
+bad = [(op, k, e[op][k], v) for op, w in want.items() for k, v in w.items() if abs(e[op][k] - v) > 1e-9]
+sys.exit(f"wrong: {bad}" if bad else 0)
+PY
+then
+  echo "ok: jobs/plot/floor.py ratios"
+else
+  echo "FAIL: jobs/plot/floor.py:"; cat "$tmp/floor.out"; fails=$((fails + 1))
+fi
+# jobs/local/floor.sh end to end, tiny: two pairs of runs, every result checked.
+if LPSGD_BUILD=$(dirname "$(dirname "$LPSGD")") "$(dirname "$0")/../../jobs/local/floor.sh" \
+     --repeat 2 --sizes 64K --iters 1 --out "$tmp/floor-run" >"$tmp/floor-run.out" 2>&1 &&
+   grep -q '^every bound held: ' "$tmp/floor-run.out" && ! grep -q '| [1-9][0-9]* |$' "$tmp/floor-run.out"; then
+  echo "ok: jobs/local/floor.sh"
+else
+  echo "FAIL: jobs/local/floor.sh:"; cat "$tmp/floor-run.out"; fails=$((fails + 1))
+fi
+
 expect_error 2 "unknown algorithm 'fast'" -- "$LPSGD" bench --algo fast
 expect_error 2 "unknown collective 'gather'" -- "$LPSGD" bench --op gather
 expect_error 2 "exceeds --maxbytes" -- "$LPSGD" bench -b 2M -e 1M

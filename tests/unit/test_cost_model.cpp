@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include "comm/cost_model.hpp"
 #include "core/error.hpp"
@@ -67,6 +68,20 @@ TEST(CostModel, LpOnPeerLinksCountsTheNodesCopiesAndReductions) {
   m.window = 4;
   const LinkMix shm{true, false};
   const double a = 1e-6, c = 1e-10 / 2, g = 2e-10, blk = 100;  // a copy is β_shm / 2
+  // Two ranks doing half each: α + the two ranks' copies (2c per byte) for
+  // an allreduce (each reads n, writes n), 3/4 of that for reduce and bcast.
+  ASSERT_TRUE(m.lp_direct_pairs || std::getenv("LPSGD_LP_DIRECT"));
+  m.lp_direct_pairs = true;
+  EXPECT_DOUBLE_EQ(m.predict(Algo::Lp, CollKind::Allreduce, 1000, 2, 0, blk, shm),
+                   a + (a + 1000 * 2 * c));
+  EXPECT_DOUBLE_EQ(m.predict(Algo::Lp, CollKind::Reduce, 1000, 2, 1, blk, shm),
+                   a + 0.75 * (a + 1000 * 2 * c));
+  EXPECT_DOUBLE_EQ(m.predict(Algo::Lp, CollKind::Bcast, 1000, 2, 0, blk, shm),
+                   a + 0.75 * (a + 1000 * 2 * c));
+  EXPECT_DOUBLE_EQ(m.predict(Algo::Lp, CollKind::Bcast, 1000, 3, 0, blk, shm),
+                   2 * (a + blk * 2 * c) + 10 * (a + blk * 3 * c));  // P = 3: the chain
+  // The pipeline (LPSGD_LP_DIRECT=0, or buffers one rank cannot reach):
+  m.lp_direct_pairs = false;
   // Blocks are read in place; each rank works on its own core, copies share
   // the node's memory. P=2 reduce to 0: rank 1 sends in place, rank 0 adds
   // its neighbour's block to its own (γ): no transfer stage before it.

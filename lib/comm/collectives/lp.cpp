@@ -35,8 +35,9 @@
 //
 // Allreduce of two ranks can also share the reductions over any link
 // (LpPairAllreduce, below; LPSGD_LP_PAIR=1): rank r is the centre of the
-// blocks j with j % 2 == r, so each rank reduces half the blocks (read 2, write 1) and copies the other
-// half (read 1, write 1), 2.5 memory passes per block where one centre makes 3.
+// blocks j with j % 2 == r, so each rank reduces half the blocks (read 2,
+// write 1) and copies the other half (read 1, write 1), 2.5 memory passes
+// per block where one centre makes 3.
 #include <algorithm>
 #include <array>
 #include <memory>
@@ -139,12 +140,16 @@ class LpCollective final : public LpBlocks {
       tx_base_i_ = inner_->tx_base();
     }
     if (share_in_ || share_out_) {
-      // Both ranks decide alike: each sees both ranks' handles.
+      // Both ranks decide alike: each sees both ranks' handles. The
+      // signatures went through MPI after each rank's start(), when its
+      // buffers were ready, which orders their contents before my reads.
       const Signature& peer = neighbour_signature(pos_ == 0 ? 1 : 0);
       const int me = pos_, other = 1 - pos_;
       uint64_t hx[2], hy[2];  // by chain position: inputs, outputs
-      hx[me] = share_in_, hy[me] = share_out_;
-      hx[other] = peer.share_in, hy[other] = peer.share_out;
+      hx[me] = share_in_;
+      hy[me] = share_out_;
+      hx[other] = peer.share_in;
+      hy[other] = peer.share_out;
       const int R = args_.root;
       const bool can = args_.kind == CollKind::Allreduce ? hx[0] && hx[1] && hy[0] && hy[1]
                        : args_.kind == CollKind::Reduce  ? hx[0] && hx[1] && hy[R]
