@@ -52,6 +52,10 @@ class Collective {
   size_t block_bytes() const { return block_bytes_; }
   /// "allreduce(lp) #12 count=... " for messages.
   std::string describe() const;
+  /// Which way it went where an algorithm has several, once started: LP on
+  /// two ranks of a node "halves" (each rank does half, no pipeline) or
+  /// "chain"; empty for the others.
+  virtual std::string variant() const { return ""; }
 
  protected:
   Collective(Communicator& comm, const CollArgs& args, Algo algo, size_t block_bytes);

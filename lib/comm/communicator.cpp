@@ -67,10 +67,12 @@ void Communicator::share_model() {
   std::array<double, CostModel::kParams> params = model_.params();
   MPI_CHECK(MPI_Bcast(params.data(), CostModel::kParams, MPI_DOUBLE, 0, ctrl_comm_));
   model_.set_params(params);
-  int flags[2] = {model_.mpi_neighbour_links ? 1 : 0, model_.calibrated ? 1 : 0};
-  MPI_CHECK(MPI_Bcast(flags, 2, MPI_INT, 0, ctrl_comm_));
+  int flags[3] = {model_.mpi_neighbour_links ? 1 : 0, model_.calibrated ? 1 : 0,
+                  model_.lp_direct_pairs ? 1 : 0};
+  MPI_CHECK(MPI_Bcast(flags, 3, MPI_INT, 0, ctrl_comm_));
   model_.mpi_neighbour_links = flags[0] == 1;
   model_.calibrated = flags[1] == 1;
+  model_.lp_direct_pairs = flags[2] == 1;
 }
 
 // No calibration file: measure this job's links and reductions (calibrate.cpp,

@@ -188,8 +188,9 @@ double CostModel::predict(Algo algo, CollKind kind, double n, int P, int root, d
       // Two ranks of one node, each doing half: each reads and writes the
       // bytes of a copy of the message in an allreduce (as the ranks of a
       // pipelined bcast do in its steady state), 3/4 of that in a bcast
-      // (reads n/2, writes n) or a reduce (reads n, writes n/2); two meetings.
-      if (one_node && lp_direct_pairs && lp_direct(kind, P))
+      // (reads n/2, writes n) or a reduce (reads n, writes n/2); two meetings
+      // (the tokens). lp_direct_pairs is rank 0's, so every rank prices alike.
+      if (one_node && lp_direct_pairs && P == 2 && !lp_shares_reductions(kind, P))
         return alpha_shm + (kind == CollKind::Allreduce ? 1.0 : 0.75) *
                                lp_period(CollKind::Bcast, P, 0, n, mix);
       const double b = std::max(1.0, std::min(block, n));

@@ -79,7 +79,9 @@ class CostModel {
   /// than one NIC per node into a switch. Calibration key mpi_neighbour_links.
   bool mpi_neighbour_links = false;
   /// LP on two ranks of one node does half each (lp_direct, above): the
-  /// environment's choice, which the collectives make too.
+  /// environment's choice, which the collectives make too. The model
+  /// assumes the buffers are shared (the trainer's and the bench's are);
+  /// where they are not, LP pipelines and costs what the chain's formula says.
   bool lp_direct_pairs = lp_direct(CollKind::Bcast, 2);
 
   /// Measured numbers (read from a calibration file or just measured), not
@@ -127,6 +129,5 @@ class CostModel {
 
 /// Does `algo` implement `kind`? (ring: allreduce only.)
 bool supports(Algo algo, CollKind kind);
-
 
 }  // namespace lpsgd::comm

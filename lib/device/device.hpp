@@ -95,7 +95,7 @@ class Device {
   /// (two ranks' outputs), with the bits of reduce_add (alpha = 1) or
   /// reduce_add_scale; past the caches where `uncached`. Each output may be a
   /// or b (in place), not overlap them otherwise. By default the sum into
-  /// out0, then a copy.
+  /// out0 (past the caches only where alpha = 1), then a copy.
   virtual void reduce_add_twice(DType t, void* out0, void* out1, const void* a, const void* b,
                                 double alpha, size_t n, bool uncached) {
     if (alpha != 1.0) reduce_add_scale(t, out0, a, b, alpha, n);

@@ -102,14 +102,17 @@ std::string run_case(Communicator& cm, const OracleCase& c) {
   DeviceBuffer in_own, out_own;
   void* in = nullptr;
   void* out = nullptr;
-  if (c.shared()) {
-    if ((n + 2) * sizeof(T) > c.shared_bytes) return fail("case larger than the shared buffers");
+  if (c.shared() && (n + 2) * sizeof(T) > c.shared_bytes) return fail("case larger than the shared buffers");
+  if (c.shared_in) {
     in = c.shared_in;
-    out = c.shared_out;
   } else {
     in_own = DeviceBuffer(dev, bytes + 8);
-    out_own = DeviceBuffer(dev, (n + 2) * sizeof(T));
     in = in_own.data();
+  }
+  if (c.shared_out) {
+    out = c.shared_out;
+  } else {
+    out_own = DeviceBuffer(dev, (n + 2) * sizeof(T));
     out = out_own.data();
   }
   to_device(dev, in, input);
@@ -162,7 +165,8 @@ std::string OracleCase::str(int P) const {
   std::ostringstream os;
   os << coll_name(kind) << "/" << algo_name(algo) << "/" << dtype_name(dtype) << "/"
      << op_name(op) << " root=" << root << " count=" << count
-     << (in_place ? " in-place" : " out-of-place") << (shared() ? " shared" : "")
+     << (in_place ? " in-place" : " out-of-place")
+     << (shared_in && shared_out ? " shared" : shared_in ? " shared-in" : shared_out ? " shared-out" : "")
      << " block=" << block_bytes << " P=" << P;
   return os.str();
 }

@@ -24,12 +24,12 @@ struct OracleCase {
   size_t block_bytes = 0;  ///< LP block; 0: the cost model's
   int salt = 0;            ///< varies the inputs
   /// Buffers from Communicator::alloc_shared (peer links read them in place),
-  /// each of shared_bytes; null: the case allocates its own.
+  /// each of shared_bytes; null: the case allocates its own (either may be).
   void* shared_in = nullptr;
   void* shared_out = nullptr;
   size_t shared_bytes = 0;
 
-  bool shared() const { return shared_in != nullptr; }
+  bool shared() const { return shared_in != nullptr || shared_out != nullptr; }
   std::string str(int P) const;
 };
 

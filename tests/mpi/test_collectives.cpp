@@ -12,17 +12,21 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
 #include "collective_oracle.hpp"
 #include "comm/chain.hpp"
 #include "comm/communicator.hpp"
+#include "comm/cost_model.hpp"
+#include "comm/link.hpp"
 #include "comm/links/device_mpi_link.hpp"
 #include "comm/progress_engine.hpp"
 #include "core/error.hpp"
@@ -117,6 +121,8 @@ std::pair<void*, void*> shared_buffers() {
   return bufs;
 }
 
+constexpr int kShareIn = 1, kShareOut = 2, kShareBoth = 3;
+
 struct Case {
   CollKind kind;
   Algo algo;
@@ -126,7 +132,7 @@ struct Case {
   size_t count;
   bool in_place;
   size_t block_bytes;
-  bool shared = false;  // buffers from alloc_shared: peer links read them in place
+  int share = 0;  // which buffers come from alloc_shared (peer links read them in place)
 };
 
 void run(const Case& c) {
@@ -140,8 +146,10 @@ void run(const Case& c) {
   o.in_place = c.in_place;
   o.block_bytes = c.block_bytes;
   o.salt = static_cast<int>(c.count % 5) + c.root;
-  if (c.shared) {
-    std::tie(o.shared_in, o.shared_out) = shared_buffers();
+  if (c.share) {
+    const auto [in, out] = shared_buffers();
+    if (c.share & kShareIn) o.shared_in = in;
+    if (c.share & kShareOut) o.shared_out = out;
     o.shared_bytes = kSharedBytes;
   }
   try {
@@ -172,9 +180,9 @@ TEST(Collectives, SmallCountsEveryRootDtypeOpAndPlacement) {
             if (op == ReduceOp::Avg && (!dtype_is_float(t) || k == CollKind::Bcast)) continue;
             for (int root = 0; root < (k == CollKind::Allreduce ? 1 : P); ++root)
               for (bool in_place : {false, true})
-                for (bool shared : {false, true}) {
-                  if (shared && !uses_blocks(algo)) continue;  // LP reads them in place
-                  run({k, algo, t, op, root, n, in_place, uses_blocks(algo) ? b : 0, shared});
+                for (int share : {0, kShareBoth}) {
+                  if (share && !uses_blocks(algo)) continue;  // LP reads them in place
+                  run({k, algo, t, op, root, n, in_place, uses_blocks(algo) ? b : 0, share});
                   if (HasFatalFailure()) return;
                 }
           }
@@ -195,34 +203,104 @@ TEST(Collectives, LargeOddCountSampled) {
         run({k, algo, DType::F32, ReduceOp::Sum, root % P, n, in_place, uses_blocks(algo) ? size_t(40000) : size_t(0)});
         if (HasFatalFailure()) return;
         if (uses_blocks(algo)) {  // the same from shared buffers (zero copy on peer links)
-          run({k, algo, DType::F32, ReduceOp::Sum, root % P, n, in_place, size_t(40000), true});
+          run({k, algo, DType::F32, ReduceOp::Sum, root % P, n, in_place, size_t(40000), kShareBoth});
           if (HasFatalFailure()) return;
         }
       }
     }
   run({CollKind::Allreduce, Algo::Lp, DType::I32, ReduceOp::Sum, 0, n, true, 4 * 1021});
   run({CollKind::Allreduce, Algo::Lp, DType::F64, ReduceOp::Avg, 0, n, false, 8 * 3001});
-  run({CollKind::Allreduce, Algo::Lp, DType::F64, ReduceOp::Avg, 0, n, true, 8 * 3001, true});
+  run({CollKind::Allreduce, Algo::Lp, DType::F64, ReduceOp::Avg, 0, n, true, 8 * 3001, kShareBoth});
 }
 
 // LP on two ranks of a node does half each and writes the outputs directly
-// only where the buffers it needs are shared on both ranks; where one rank's
-// are not, both must take the pipeline together (either rank sharing alone,
-// every kind and root, counts around the cut between the halves, in place or
-// not). The matrix above covers both ranks sharing.
+// only where the buffers that kind needs are shared on both ranks (allreduce:
+// every input and output; reduce: the inputs and the root's output; bcast:
+// the root's input and the outputs); otherwise both must take the pipeline
+// together. Every pair of what each rank shares (nothing, input, output,
+// both), every kind and root, counts around the cut between the halves, in
+// place or not. The matrix above covers both ranks sharing everything.
 TEST(Collectives, TwoRanksShareBuffersOnlyWhereBothCan) {
   SKIP_WITHOUT_DEVICE();
   const int me = test_comm().rank();
-  for (int sharer : {0, 1})
-    for (CollKind k : kKinds)
-      for (int root = 0; root < std::min(2, test_comm().size()); ++root)
-        for (size_t n : {size_t(1), size_t(16), size_t(33), size_t(100003)})
-          for (bool in_place : {false, true})
-            for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg}) {
-              if (op == ReduceOp::Avg && k == CollKind::Bcast) continue;
-              run({k, Algo::Lp, DType::F32, op, root, n, in_place, 4 * 1000, me == sharer});
-              if (HasFatalFailure()) return;
-            }
+  for (int share0 = 0; share0 <= kShareBoth; ++share0)
+    for (int share1 = 0; share1 <= kShareBoth; ++share1)
+      for (CollKind k : kKinds)
+        for (int root = 0; root < (k == CollKind::Allreduce ? 1 : std::min(2, test_comm().size())); ++root)
+          for (size_t n : {size_t(1), size_t(33), size_t(100003)})
+            for (bool in_place : {false, true})
+              for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg}) {
+                if (op == ReduceOp::Avg && (k == CollKind::Bcast || n != 33)) continue;
+                run({k, Algo::Lp, DType::F32, op, root, n, in_place, 4 * 1000, me == 0 ? share0 : share1});
+                if (HasFatalFailure()) return;
+              }
+}
+
+// Which way LP went: the halves exactly where both ranks share what the kind
+// needs (and the links are peer links, LPSGD_LP_DIRECT is not 0, the pair
+// allreduce is not asked for); the same answer on both ranks.
+TEST(Collectives, TwoRanksTakeTheHalvesExactlyWhereTheyCan) {
+  SKIP_WITHOUT_DEVICE();
+  Communicator& cm = test_comm();
+  if (cm.size() != 2) GTEST_SKIP() << "two ranks only";
+  const Link* other = cm.rank() == 0 ? cm.right_link() : cm.left_link();
+  const size_t n = 5000;
+  const auto [in, out] = shared_buffers();
+  DeviceBuffer own_out(cm.device(), n * 4);
+  for (CollKind k : kKinds)
+    for (bool rank1_shares_out : {true, false}) {
+      void* my_out = cm.rank() == 1 && !rank1_shares_out ? own_out.data() : out;
+      CollArgs a{k, in, my_out, n, DType::F32, ReduceOp::Sum, 0};
+      auto h = cm.create(Algo::Lp, a, 4 * 1000);
+      h->start();
+      h->wait();
+      // A reduce to rank 0 needs no output on rank 1.
+      const bool can = other->kind() == LinkKind::Shm && lp_direct(k, 2) &&
+                       (rank1_shares_out || k == CollKind::Reduce);
+      const bool lp_pair = k == CollKind::Allreduce && lp_shares_reductions(k, 2);
+      EXPECT_EQ(h->variant(), lp_pair ? "" : can ? "halves" : "chain")
+          << coll_name(k) << (rank1_shares_out ? ", both share" : ", rank 1's output private");
+      int halves = h->variant() == "halves", both = 0;
+      MPI_Allreduce(&halves, &both, 1, MPI_INT, MPI_SUM, cm.chain().comm());
+      EXPECT_TRUE(both == 0 || both == 2) << "the ranks went different ways";
+    }
+}
+
+// Collectives started back to back on the same shared memory: a rank must
+// not write the other rank's output for the next collective while that rank
+// has not finished the previous one there. Here a pipelined bcast from rank
+// 0's private input (a window's worth of blocks, copied into the link's
+// slots) is over on rank 0 at once, while rank 1, busy elsewhere for a while,
+// has not yet copied a block into its output; the allreduce after it must
+// wait for rank 1 before writing there.
+TEST(Collectives, BackToBackCollectivesOnSharedBuffersKeepTheirOrder) {
+  SKIP_WITHOUT_DEVICE();
+  Communicator& cm = test_comm();
+  const int P = cm.size(), me = cm.rank();
+  const size_t n = 4000;  // 4 blocks of 4000 bytes: no more than the window
+  const auto [x, y] = shared_buffers();
+  DeviceBuffer priv(cm.device(), n * 4);
+  for (int round = 0; round < 3; ++round) {
+    std::vector<int32_t> a(n), b(n);
+    for (size_t i = 0; i < n; ++i) {
+      a[i] = static_cast<int32_t>(1000 * round + i % 7);
+      b[i] = static_cast<int32_t>(i % 5) + me + round;
+    }
+    to_device(priv.data(), a);
+    to_device(x, b);
+    // y = a, then y = the sum of b.
+    auto h1 = cm.create(Algo::Lp, {CollKind::Bcast, priv.data(), y, n, DType::I32, ReduceOp::Sum, 0}, 4000);
+    auto h2 = cm.create(Algo::Lp, {CollKind::Allreduce, x, y, n, DType::I32, ReduceOp::Sum, 0}, 4000);
+    h1->start();
+    h2->start();
+    if (me == P - 1) std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    h1->wait();
+    h2->wait();
+    const std::vector<int32_t> got = to_host<int32_t>(y, n);
+    for (size_t i = 0; i < n; ++i)
+      ASSERT_EQ(got[i], P * (static_cast<int32_t>(i % 5) + round) + P * (P - 1) / 2)
+          << "round " << round << ", element " << i;
+  }
 }
 
 // Non-exact sums (random floats): the fixed sum order must give every rank the

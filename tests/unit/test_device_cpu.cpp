@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "core/rng.hpp"
@@ -119,14 +120,13 @@ TEST(CpuDevice, ReduceAddTwiceMatchesReduceAdd) {
     const auto a = random_vec<float>(n + 4, 5), b = random_vec<float>(n + 4, 6);
     for (bool uncached : {false, true})
       for (double alpha : {1.0, 0.5, 1.0 / 3})
-        for (size_t s0 : {0, 1})
-          for (size_t s1 : {0, 3}) {
+        for (const auto& [s0, s1] : {std::pair<size_t, size_t>{0, 0}, {1, 1}, {3, 3}, {0, 3}, {1, 0}}) {
             DeviceBuffer da(*dev, (n + 4) * 4), db(*dev, (n + 4) * 4), d0(*dev, (n + 8) * 4),
                 d1(*dev, (n + 8) * 4), ref(*dev, n * 4 + 4);
             dev->copy_from_host(da.data(), a.data(), (n + 4) * 4);
             dev->copy_from_host(db.data(), b.data(), (n + 4) * 4);
             const float* x = da.as<float>() + 1;
-            const float* y = db.as<float>();
+            const float* y = db.as<float>() + 1;
             dev->reduce_add_scale(DType::F32, ref.data(), x, y, alpha, n);
             float* o0 = d0.as<float>() + s0;
             float* o1 = d1.as<float>() + s1;
@@ -136,10 +136,10 @@ TEST(CpuDevice, ReduceAddTwiceMatchesReduceAdd) {
             EXPECT_EQ(o0[n], 0.0f) << "wrote past the end";
             EXPECT_EQ(o1[n], 0.0f) << "wrote past the end";
             // In place: out0 is a, out1 is b (an allreduce in place on both ranks).
-            dev->reduce_add_twice(DType::F32, da.as<float>() + 1, db.as<float>(), da.as<float>() + 1,
-                                  db.as<float>(), alpha, n, uncached);
+            dev->reduce_add_twice(DType::F32, da.as<float>() + 1, db.as<float>() + 1, x, y, alpha, n,
+                                  uncached);
             ASSERT_EQ(std::memcmp(da.as<float>() + 1, ref.data(), n * 4), 0) << "in place, n=" << n;
-            ASSERT_EQ(std::memcmp(db.as<float>(), ref.data(), n * 4), 0) << "in place, n=" << n;
+            ASSERT_EQ(std::memcmp(db.as<float>() + 1, ref.data(), n * 4), 0) << "in place, n=" << n;
           }
   }
   // Other types: the plain loop, the same rounding.

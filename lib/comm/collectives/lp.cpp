@@ -28,10 +28,11 @@
 //              what a copy of its message moves (one centre: 2n and n);
 //   reduce     out_root = x0 + x1: each reads n and writes n/2;
 //   bcast      out0 = out1 = in_root: each reads n/2 and writes n.
-// Sums keep the order x0 + x1, so the bits are the pipeline's. The ranks meet
-// twice: the signature exchange tells each where the other's buffers are
-// (or that one cannot share, and both take the pipeline), and a token over
-// the link says "my half is done".
+// Sums keep the order x0 + x1, so the bits are the pipeline's. The signature
+// exchange tells each rank where the other's buffers are (or that one cannot
+// share, and both take the pipeline); two tokens over the link then say "my
+// earlier collectives are done" (before either touches the other's buffers)
+// and "my half is done".
 //
 // Allreduce of two ranks can also share the reductions over any link
 // (LpPairAllreduce, below; LPSGD_LP_PAIR=1): rank r is the centre of the
@@ -121,6 +122,7 @@ class LpCollective final : public LpBlocks {
       offer_buffers(share_in_, share_out_);
     }
   }
+  std::string variant() const override { return direct_link_ ? "halves" : "chain"; }
 
  private:
   uint64_t o_rx(int o, size_t j) const { return rx_base_o_[o] + j; }
@@ -140,9 +142,7 @@ class LpCollective final : public LpBlocks {
       tx_base_i_ = inner_->tx_base();
     }
     if (share_in_ || share_out_) {
-      // Both ranks decide alike: each sees both ranks' handles. The
-      // signatures went through MPI after each rank's start(), when its
-      // buffers were ready, which orders their contents before my reads.
+      // Both ranks decide alike: each sees both ranks' handles.
       const Signature& peer = neighbour_signature(pos_ == 0 ? 1 : 0);
       const int me = pos_, other = 1 - pos_;
       uint64_t hx[2], hy[2];  // by chain position: inputs, outputs
@@ -162,7 +162,8 @@ class LpCollective final : public LpBlocks {
         y_[me] = out_;
         x_[other] = direct_link_->peer_memory(hx[other]);
         y_[other] = direct_link_->peer_memory(hy[other]);
-        // My half, cut at a cache line so that no line has two writers.
+        // My half, cut at a multiple of 64 bytes: no cache line has two
+        // writers where the buffers start on a line (alloc_shared's do).
         const size_t line = std::max<size_t>(1, 64 / esize_);
         const size_t cut = args_.count / 2 / line * line;
         d_begin_ = pos_ == 0 ? 0 : cut;
@@ -212,35 +213,46 @@ class LpCollective final : public LpBlocks {
   }
 
   bool step_direct(bool& moved) {
-    Link* L = direct_link_;
-    const uint64_t tx = d_tx_, rx = d_rx_;
+    // Token 0, "my collectives before this one are done": only then may the
+    // other rank touch my buffers (an earlier collective of mine, on the same
+    // memory, may end later than the other rank's part of it). Its release
+    // store also publishes my input.
+    if (!swap_token(0, moved)) return false;
     if (!d_done_) {
       direct_half();
       d_done_ = moved = true;
     }
-    // "My half is done": the other rank may return once it has this (its
-    // output complete, its input no longer read), and I once I have its.
-    if (!d_sent_) {
-      if (!L->can_send(tx)) return false;
-      L->post_send(tx, &d_token_, sizeof d_token_);
-      d_sent_ = moved = true;
-    }
-    if (!d_posted_) {
-      if (!L->can_recv(rx)) return false;
-      L->post_recv(rx, sizeof d_peer_token_, &d_peer_token_);
-      d_posted_ = moved = true;
-    }
-    if (!d_received_) {
-      if (!L->test_recv(rx)) return false;
-      L->release_recv(rx);
-      d_received_ = moved = true;
-    }
-    if (!L->send_done(tx)) return false;
+    // Token 1, "my half is done": the other rank may return once it has this
+    // (its output complete, its input no longer read), and I once I have its.
+    if (!swap_token(1, moved)) return false;
     if (!advanced_) {
-      L->advance(1, 1);
+      direct_link_->advance(2, 2);
       advanced_ = true;
     }
     return true;
+  }
+
+  // Sends token t to the other rank and takes its token t; true once both
+  // are through.
+  bool swap_token(int t, bool& moved) {
+    Link* L = direct_link_;
+    const uint64_t tx = d_tx_ + static_cast<uint64_t>(t), rx = d_rx_ + static_cast<uint64_t>(t);
+    if (!d_sent_[t]) {
+      if (!L->can_send(tx)) return false;
+      L->post_send(tx, &d_token_, sizeof d_token_);
+      d_sent_[t] = moved = true;
+    }
+    if (!d_posted_[t]) {
+      if (!L->can_recv(rx)) return false;
+      L->post_recv(rx, sizeof d_peer_token_, &d_peer_token_);
+      d_posted_[t] = moved = true;
+    }
+    if (!d_received_[t]) {
+      if (!L->test_recv(rx)) return false;
+      L->release_recv(rx);
+      d_received_[t] = moved = true;
+    }
+    return L->send_done(tx);
   }
 
   // ---- reduce phase: partial sums flow inward --------------------------------
@@ -397,8 +409,12 @@ class LpCollective final : public LpBlocks {
     auto side = [&](const Link* L) { return L->peer() < pos_ ? "left" : "right"; };
     if (direct_link_) {
       const Link* L = direct_link_;
-      os << (d_sent_ ? "rank " : "a free slot towards rank ") << L->peer() << " (" << side(L)
-         << " neighbour)" << (d_sent_ ? " to finish its half of the message" : "");
+      const int t = d_received_[0] ? 1 : 0;
+      os << (d_sent_[t] ? "rank " : "a free slot towards rank ") << L->peer() << " (" << side(L)
+         << " neighbour)"
+         << (d_sent_[t] ? (t == 0 ? " to finish its collectives before this one"
+                                  : " to finish its half of the message")
+                        : "");
       return os.str();
     }
     if (reduce_ && r_done_ < k_) {
@@ -445,7 +461,8 @@ class LpCollective final : public LpBlocks {
   uint64_t d_tx_ = 0, d_rx_ = 0;
   size_t d_begin_ = 0, d_end_ = 0;
   uint64_t d_token_ = 1, d_peer_token_ = 0;
-  bool d_done_ = false, d_sent_ = false, d_posted_ = false, d_received_ = false;
+  bool d_done_ = false;
+  bool d_sent_[2] = {false, false}, d_posted_[2] = {false, false}, d_received_[2] = {false, false};
 };
 
 // Allreduce of two ranks with the centre alternating by block. Block j's
