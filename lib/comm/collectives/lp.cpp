@@ -71,8 +71,11 @@ class LpBlocks : public Collective {
     if (uncached_) dev_.copy_uncached(dst, src, bytes);
     else dev_.copy(dst, src, bytes);
   }
-  void add(char* dst, const void* a, const void* b, size_t n) {
-    if (uncached_) dev_.reduce_add_uncached(args_.dtype, dst, a, b, n);
+  // dst = (a + b) * alpha: reduce_add_scale's rounding where alpha != 1 (the
+  // last addition of an average), else a plain sum.
+  void add(char* dst, const void* a, const void* b, size_t n, double alpha = 1.0) {
+    if (alpha != 1.0) dev_.reduce_add_scale(args_.dtype, dst, a, b, alpha, n);
+    else if (uncached_) dev_.reduce_add_uncached(args_.dtype, dst, a, b, n);
     else dev_.reduce_add(args_.dtype, dst, a, b, n);
   }
   size_t block_elems(size_t j) const { return std::min(elems_, args_.count - j * elems_); }
@@ -193,12 +196,9 @@ class LpCollective final : public LpBlocks {
       case CollKind::Allreduce:  // one pass: each byte read once, written once
         dev_.reduce_add_twice(args_.dtype, y_[0] + off, y_[1] + off, x0, x1, alpha, n, uncached_);
         break;
-      case CollKind::Reduce: {
-        char* y = y_[args_.root] + off;
-        if (alpha != 1.0) dev_.reduce_add_scale(args_.dtype, y, x0, x1, alpha, n);
-        else add(y, x0, x1, n);
+      case CollKind::Reduce:
+        add(y_[args_.root] + off, x0, x1, n, alpha);
         break;
-      }
       case CollKind::Bcast: {
         // Piece by piece, so that the second output reads the root's input
         // from the cache.
@@ -291,10 +291,7 @@ class LpCollective final : public LpBlocks {
         // scales by 1/P in the same pass as the last addition.
         const bool avg = args_.op == ReduceOp::Avg;
         auto add = [&](const void* a, const void* b, bool last) {
-          if (avg && last)
-            dev_.reduce_add_scale(args_.dtype, out_block(j), a, b, 1.0 / P_, n);
-          else
-            LpBlocks::add(out_block(j), a, b, n);
+          LpBlocks::add(out_block(j), a, b, n, avg && last ? 1.0 / P_ : 1.0);
         };
         const void* acc = in_block(j);
         if (part[0]) {
@@ -544,10 +541,7 @@ class LpPairAllreduce final : public LpBlocks {
           // I am block j's centre: out = x0 + x1 (an average scales in the same pass).
           const void* a = me_ == 0 ? in_block(j) : d;
           const void* b = me_ == 0 ? d : in_block(j);
-          if (args_.op == ReduceOp::Avg)
-            dev_.reduce_add_scale(args_.dtype, out_block(j), a, b, 0.5, n);
-          else
-            add(out_block(j), a, b, n);
+          add(out_block(j), a, b, n, args_.op == ReduceOp::Avg ? 0.5 : 1.0);
           reduced_[j] = 1;
         }
         link_->release_recv(rx_base_ + handled_);
