@@ -10,6 +10,7 @@
 #include "app/entry.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/stop_signals.hpp"
 #include "device/device.hpp"
 #include "lpsgd/config.hpp"
 
@@ -69,6 +70,20 @@ int dispatch(int argc, char** argv) {
                                         << "'lpsgd --help')");
 }
 
+// ELF preinit runs before every shared library's constructor: the threads
+// those start (OpenBLAS's pool) inherit the blocked stop signals too.
+extern "C" void lpsgd_block_stop_signals(int, char**, char**) { stop_signals::block(); }
+__attribute__((section(".preinit_array"), used)) void (*const lpsgd_preinit)(int, char**, char**) =
+    lpsgd_block_stop_signals;
+
 }  // namespace
 
-int main(int argc, char** argv) { return app::run_mpi_main(argc, argv, dispatch); }
+int main(int argc, char** argv) {
+  // Before any thread exists (MPI_Init makes some): the stop signals go to
+  // one thread of their own. Training takes them as requests to checkpoint
+  // and stop from its very start, so one sent while it starts up is not lost;
+  // every other command ends on them as it would by default.
+  const bool training = argc > 1 && std::string(argv[1]) == "train";
+  stop_signals::take(training ? stop_signals::Policy::Request : stop_signals::Policy::Terminate);
+  return app::run_mpi_main(argc, argv, dispatch);
+}

@@ -4,8 +4,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
-#include <csignal>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -20,6 +18,7 @@
 #include "core/cli.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/stop_signals.hpp"
 #include "core/timer.hpp"
 #include "io/checkpoint.hpp"
 #include "io/loader.hpp"
@@ -95,43 +94,6 @@ std::string fixed(double v, int digits) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
   return buf;
-}
-
-// ---- signals -----------------------------------------------------------------
-// SIGUSR1 / SIGTERM ask for a checkpoint and a clean exit at the next step
-// boundary (Slurm sends them before a time limit or preemption). A second one
-// exits at once: checkpoints are replaced atomically, so the last complete one
-// survives.
-std::atomic<int> g_signal{0};
-std::atomic<int> g_signal_count{0};
-
-extern "C" void on_stop_signal(int sig) {
-  if (g_signal_count.fetch_add(1) >= 1) _exit(128 + sig);
-  g_signal.store(sig);
-}
-
-// Installed once, for the rest of the process: a signal that arrives after
-// training ended (while the job winds down) must not kill a run that has
-// already finished and saved; it just sets a flag nobody reads any more.
-void install_stop_handlers() {
-  static const bool installed = [] {
-    struct sigaction sa {};
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    sigaction(SIGUSR1, &sa, nullptr);
-    sigaction(SIGTERM, &sa, nullptr);
-    return true;
-  }();
-  (void)installed;
-}
-
-const char* signal_name(int sig) {
-  switch (sig) {
-    case SIGUSR1: return "SIGUSR1";
-    case SIGTERM: return "SIGTERM";
-    default: return "a signal";
-  }
 }
 
 // What rank 0 found out, for every rank: ok, a failure it has warned about,
@@ -360,7 +322,6 @@ Run::Run(Device& dev, const TrainConfig& cfg) : dev_(dev), cfg_(cfg), bar_(cfg.p
     if (!(cfg_.checkpoint_every_minutes >= 0))
       LPSGD_USAGE_ERROR("--checkpoint-every-minutes must be >= 0");
     host_state_.resize(model_->param_count());
-    install_stop_handlers();
     // A directory no checkpoint can go to is a mistake to report now, not as
     // a warning at every checkpoint of a long run.
     Outcome o;
@@ -377,6 +338,11 @@ Run::Run(Device& dev, const TrainConfig& cfg) : dev_(dev), cfg_(cfg), bar_(cfg.p
       });
     share_outcome(o, ctl_);
   }
+  // SIGUSR1 / SIGTERM (taken by their own thread, core/stop_signals) ask for
+  // a checkpoint and a clean exit at the next step boundary; Slurm sends them
+  // before a time limit or a preemption. With nowhere to write one, they end
+  // the run as they would any program.
+  if (cfg_.checkpoint_dir.empty()) stop_signals::set_policy(stop_signals::Policy::Terminate);
   if (cfg_.resume.empty()) LPSGD_USAGE_ERROR("--resume must be auto, none or a checkpoint file");
   const bool resumed = resume();
   // A resumed run continues its metrics file; a fresh one starts it anew.
@@ -551,7 +517,7 @@ bool Run::resume() {
 bool Run::step_boundary() {
   if (cfg_.checkpoint_dir.empty()) return false;
   // Every rank must take the same decision: agree on signals and on rank 0's clock.
-  int want[2] = {g_signal.load(), 0};
+  int want[2] = {stop_signals::requested(), 0};
   if (rank_ == 0 && cfg_.checkpoint_every_minutes > 0 &&
       now_s() - last_ckpt_time_ >= 60 * cfg_.checkpoint_every_minutes)
     want[1] = 1;
@@ -560,7 +526,7 @@ bool Run::step_boundary() {
     save();
     if (rank_ == 0) {
       bar_.line("lpsgd: checkpointed at step " + std::to_string(step_) + " after signal " +
-                signal_name(want[0]));
+                stop_signals::name(want[0]));
     }
     interrupted_ = true;
     return true;

@@ -8,3 +8,4 @@ lpsgd_unit_test(test_train SOURCES test_train.cpp DEPS lpsgd_train TIMEOUT 300)
 # Not a test: forward+backward throughput of a model (samples/s), for reports.
 add_executable(bench_nn_step ${CMAKE_CURRENT_SOURCE_DIR}/../bench/nn_step.cpp)
 target_link_libraries(bench_nn_step PRIVATE lpsgd_train lpsgd_warnings)
+lpsgd_unit_test(test_stop_signals SOURCES test_stop_signals.cpp DEPS lpsgd_nn)
