@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "comm/communicator.hpp"
+#include "comm/progress_engine.hpp"
 #include "comm/requests.hpp"
 #include "core/error.hpp"
 #include "core/timer.hpp"
@@ -26,13 +27,26 @@ Collective::Collective(Communicator& comm, const CollArgs& args, Algo algo, size
   sig_.block_bytes = block_bytes;
 }
 
+static_assert(sizeof(Signature) <= 1024, "signatures must stay far below MPI's eager limits");
+
 Collective::~Collective() {
+  // Destroyed while a progress engine may still drive it (its owner is
+  // unwinding an error): take it from the engine before anything is freed.
+  bool held = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    held = engine_ != nullptr && !engine_done_;
+  }
+  if (held) engine_->withdraw(this);
   comm_.release(this);
-  for (auto& r : hdr_req_)
-    if (r != MPI_REQUEST_NULL) {
-      MPI_Cancel(&r);
-      MPI_Request_free(&r);
-    }
+  // The signature receives write into this object: cancelled and completed.
+  // A signature send not yet complete is freed (it completes in the
+  // background): a Signature is far below every MPI library's eager limit,
+  // so its bytes were copied when it was posted and nothing reads sig_ later.
+  cancel_receive(hdr_req_[0]);
+  cancel_receive(hdr_req_[2]);
+  finish_sends(&hdr_req_[1], 1, send_deadline());
+  finish_sends(&hdr_req_[3], 1, send_deadline());
 }
 
 std::string Collective::describe() const { return sig_.describe(); }

@@ -12,6 +12,13 @@
 // a while (the neighbours are still computing) it sleeps between polls, so it
 // does not take a core from its own rank's compute when cores are scarce.
 // Without an engine (benchmarks, simulators) wait() drives progress inline.
+//
+// Lifetimes: a collective may be destroyed while the engine holds it (an
+// error unwinds its owner before its wait()): its destructor withdraws it,
+// which waits until the engine thread is between passes. An engine destroyed
+// while it holds collectives lets go of them after its thread has stopped:
+// each fails with "the progress engine stopped", so their owners neither wait
+// forever nor withdraw from an engine that is gone.
 #pragma once
 
 #include <condition_variable>
@@ -29,7 +36,7 @@ class Communicator;
 class ProgressEngine {
  public:
   explicit ProgressEngine(Communicator& comm);
-  /// Finishes what was submitted, then stops the thread.
+  /// Stops the thread at its next pass (what it still holds fails, see above).
   ~ProgressEngine();
   ProgressEngine(const ProgressEngine&) = delete;
   ProgressEngine& operator=(const ProgressEngine&) = delete;
@@ -42,20 +49,36 @@ class ProgressEngine {
   /// that does not pass within the communicator's timeout fails c.
   void submit(Collective* c, DeviceEvent* ready = nullptr);
 
+  /// Forgets c (queued or in flight) before it is destroyed; returns once the
+  /// engine thread no longer touches it. Called by ~Collective.
+  void withdraw(Collective* c);
+
  private:
+  /// One pass over the collectives held: starts and drives them; returns
+  /// whether any finished or moved, or whether one is the MPI library's own.
+  struct Pass {
+    bool done = false, moved = false, opaque = false;
+  };
+  Pass pass();
   void loop();
   // Idle back-off: after this many passes without progress, sleep between passes.
   static constexpr int kSpinPasses = 200;
   static constexpr int kIdleSleepUs = 20;
   Communicator& comm_;
-  std::mutex mutex_;
-  std::condition_variable cv_;
   struct Entry {
     Collective* c;
     DeviceEvent* ready;  // may be null
     double submitted_s;
   };
-  std::deque<Entry> queue_;
+  // Lock order: work_mutex_, then mutex_. The engine thread holds work_mutex_
+  // for a whole pass (never while it sleeps or waits for work), so holding it
+  // means the thread touches no collective.
+  std::mutex work_mutex_;
+  std::deque<Entry> held_;  // started or next to start, in order (work_mutex_)
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<Entry> queue_;  // submitted, not yet taken by the thread (mutex_)
+  bool holding_ = false;     // held_ is not empty (mutex_, for the wait)
   bool stop_ = false;
   std::thread thread_;
 };
