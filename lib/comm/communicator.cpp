@@ -98,13 +98,13 @@ void Communicator::calibrate_now() {
 }
 
 Communicator::~Communicator() {
-  for (auto& r : notice_req_)
-    if (r != MPI_REQUEST_NULL) {
-      MPI_Cancel(&r);
-      MPI_Request_free(&r);
-    }
-  for (auto& r : notice_send_)
-    if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
+  // The notice receives write into this object: cancelled and completed. A
+  // notice send still in flight is freed and completes in the background (a
+  // notice is far below every MPI library's eager limit: its bytes were
+  // copied when it was posted), so the neighbours still learn of the error.
+  for (auto& r : notice_req_) cancel_receive(r);
+  const double deadline = send_deadline();
+  finish_sends(notice_send_.data(), notice_send_.size(), deadline);
   links_[0].reset();
   links_[1].reset();
   tree_links_.clear();

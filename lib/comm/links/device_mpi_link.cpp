@@ -9,6 +9,7 @@
 #include <mpi-ext.h>  // Open MPI: MPIX_Query_cuda_support
 #endif
 
+#include "comm/requests.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 
@@ -51,26 +52,15 @@ DeviceMpiLink::DeviceMpiLink(Device& dev, MPI_Comm comm, int peer, int window, s
 }
 
 // The slots are freed after this body, so nothing may still use them: MPI
-// neither (receives are cancelled; sends, which cannot be, get a few seconds to
-// complete) nor queued copies. A send still in flight after that (a peer gone
+// neither (receives are cancelled and completed; sends, which cannot be, get a
+// few seconds to complete, none while an error unwinds) nor queued copies. A send still in flight after that (a peer gone
 // or stopped, on an error path) keeps its memory: it is leaked rather than
 // freed under MPI's feet.
 DeviceMpiLink::~DeviceMpiLink() {
-  for (auto& r : rx_)
-    if (r.req != MPI_REQUEST_NULL) {
-      MPI_Cancel(&r.req);
-      MPI_Wait(&r.req, MPI_STATUS_IGNORE);
-    }
-  const double deadline = MPI_Wtime() + 5.0;
+  for (auto& r : rx_) cancel_receive(r.req);
+  const double deadline = send_deadline();
   bool in_flight = false;
-  for (auto& s : tx_) {
-    int done = s.req == MPI_REQUEST_NULL;
-    while (!done && MPI_Wtime() < deadline) MPI_Test(&s.req, &done, MPI_STATUS_IGNORE);
-    if (!done) {
-      MPI_Request_free(&s.req);  // completes in the background, if ever
-      in_flight = true;
-    }
-  }
+  for (auto& s : tx_) in_flight |= !finish_sends(&s.req, 1, deadline);
   if (in_flight) {
     LPSGD_WARN("MPI link to rank " << peer_ << ": sends still in flight at shutdown; their "
                "buffers are left allocated");
