@@ -24,64 +24,16 @@
 #include "io/loader.hpp"
 #include "lpsgd/config.hpp"
 #include "nn/builder.hpp"
+#include "train/control.hpp"
 #include "train/report.hpp"
 
 namespace lpsgd::train {
 namespace {
 
-// The trainer's own small collectives (agreeing on signals, loss sums,
-// checksums) on its control communicator, waited for the way the
-// communicator's collectives are: not without end as MPI's blocking calls
-// would, but failing when a neighbour on this machine has ended (named after
-// a second), when another rank's error notice arrives, or after --comm-timeout.
-struct Small {
-  MPI_Comm comm;
-  comm::Communicator* chain;  // error notices and lost neighbours
-  double timeout_s;
-
-  void wait(MPI_Request& req, const std::string& what) const {
-    const double t0 = now_s();
-    double checked = t0;
-    for (int spins = 0;; ++spins) {
-      int done = 0;
-      MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
-      if (done) return;
-      if (spins > 1000) std::this_thread::yield();  // ranks may share cores
-      const double now = now_s();
-      std::string stall;
-      if (now - t0 > 1.0 && now - checked > 0.5) {
-        checked = now;
-        chain->check_errors();  // throws with another rank's error
-        const std::string lost = chain->lost_neighbour();
-        if (!lost.empty()) stall = "cannot complete: " + lost;
-      }
-      if (stall.empty() && now - t0 > timeout_s)
-        stall = "made no progress for " + cli::shortest(timeout_s) +
-                " s: a rank does not take part (stopped, or stuck)";
-      if (!stall.empty()) {
-        const std::string msg = "the ranks' " + what + " on rank " +
-                                std::to_string(chain->rank()) + " " + stall;
-        chain->report_error(msg);
-        LPSGD_THROW(msg);
-      }
-    }
-  }
-  void allreduce(void* buf, int n, MPI_Datatype t, MPI_Op op, const std::string& what) const {
-    MPI_Request req;
-    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, n, t, op, comm, &req));
-    wait(req, what);
-  }
-  void allgather(const void* in, void* out, MPI_Datatype t, const std::string& what) const {
-    MPI_Request req;
-    MPI_CHECK(MPI_Iallgather(in, 1, t, out, 1, t, comm, &req));
-    wait(req, what);
-  }
-};
-
 // Sums LossStats over all ranks (three doubles: counts stay exact below 2^53).
-nn::LossStats sum_over_ranks(const nn::LossStats& s, const Small& small) {
+nn::LossStats sum_over_ranks(const nn::LossStats& s, Control& control) {
   double v[3] = {s.loss_sum, static_cast<double>(s.correct), static_cast<double>(s.count)};
-  small.allreduce(v, 3, MPI_DOUBLE, MPI_SUM, "loss sums");
+  control.allreduce(v, 3, MPI_DOUBLE, MPI_SUM, "loss sums");
   nn::LossStats out;
   out.loss_sum = v[0];
   out.correct = static_cast<int64_t>(v[1]);
@@ -94,60 +46,6 @@ std::string fixed(double v, int digits) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
   return buf;
-}
-
-// What rank 0 found out, for every rank: ok, a failure it has warned about,
-// or an error to rethrow everywhere.
-struct Outcome {
-  enum : int { kOk = 0, kUsage = 1, kRuntime = 2, kWarned = 3 };
-  int code = kOk;
-  std::string message;
-};
-
-// Broadcasts the outcome of rank `root`; every rank throws it if it is an
-// error, so a bad checkpoint or a failed write stops all ranks with one
-// message. Returns false for kWarned (rank 0 said what failed; the run goes on).
-bool share_outcome(Outcome o, MPI_Comm comm, int root = 0) {
-  int head[2] = {o.code, static_cast<int>(o.message.size())};
-  MPI_CHECK(MPI_Bcast(head, 2, MPI_INT, root, comm));
-  o.message.resize(static_cast<size_t>(head[1]));
-  MPI_CHECK(MPI_Bcast(o.message.data(), head[1], MPI_CHAR, root, comm));
-  if (head[0] == Outcome::kUsage) LPSGD_USAGE_ERROR(o.message);
-  if (head[0] == Outcome::kRuntime) LPSGD_THROW(o.message);
-  return head[0] != Outcome::kWarned;
-}
-
-template <class F>
-Outcome attempt(F&& f) {
-  Outcome o;
-  try {
-    f();
-  } catch (const Error& e) {
-    o.code = e.kind() == ErrorKind::Usage ? Outcome::kUsage : Outcome::kRuntime;
-    o.message = e.message();
-  } catch (const std::exception& e) {
-    o.code = Outcome::kRuntime;
-    o.message = e.what();
-  }
-  return o;
-}
-
-// Every rank learns whether any rank failed `o` (reading its test data, say):
-// the lowest failing rank's error is thrown on all of them, so a damaged
-// dataset stops the job with the same line from every rank instead of leaving
-// the others stalled in the next collective. One small allreduce per call.
-void agree(const Outcome& o, const Small& small, int rank, int world) {
-  if (world == 1) {
-    if (o.code == Outcome::kUsage) LPSGD_USAGE_ERROR(o.message);
-    if (o.code != Outcome::kOk) LPSGD_THROW(o.message);
-    return;
-  }
-  int first = o.code != Outcome::kOk ? rank : world;
-  small.allreduce(&first, 1, MPI_INT, MPI_MIN, "check of the test data");
-  if (first == world) return;
-  Outcome mine = o;
-  if (rank == first) mine.message += " (on rank " + std::to_string(first) + ")";
-  share_outcome(mine, small.comm, first);
 }
 
 std::string tensor_name(const nn::ParamSlot& s, const nn::Param& p) {
@@ -170,8 +68,6 @@ class Run {
   /// At a step boundary: a checkpoint when one is due or a signal came.
   /// Returns true when the run must stop (after a signal).
   bool step_boundary();
-  /// The trainer's small collectives on ctl_, timed like the communicator's.
-  Small small() const { return {ctl_, comm_.get(), cfg_.comm_timeout_s}; }
   /// Writes a checkpoint of the current state (rank 0 writes, all confirm).
   /// A periodic one that fails only warns unless --checkpoint-failure abort.
   void save(bool periodic = false);
@@ -189,9 +85,9 @@ class Run {
   Device& dev_;
   TrainConfig cfg_;
   int rank_ = 0, world_ = 1;
-  MPI_Comm ctl_ = MPI_COMM_NULL;  // the trainer's own small collectives
   std::unique_ptr<io::Loader> train_, test_;
   std::unique_ptr<comm::Communicator> comm_;  // before model_: it owns the model's arenas
+  std::unique_ptr<Control> control_;          // the ranks' agreements (after comm_, which it uses)
   std::unique_ptr<nn::Model> model_;
   std::unique_ptr<Sgd> sgd_;
   std::unique_ptr<LrSchedule> schedule_;
@@ -308,7 +204,7 @@ Run::Run(Device& dev, const TrainConfig& cfg) : dev_(dev), cfg_(cfg), bar_(cfg.p
   }
   if (world_ > 1) engine_ = std::make_unique<comm::ProgressEngine>(*comm_);
   sync_ = std::make_unique<GradSync>(*comm_, engine_.get(), *model_, *sgd_, cfg_.sync);
-  MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &ctl_));
+  control_ = std::make_unique<Control>(*comm_, cfg_.comm_timeout_s);
 
   // Everything a step touches is allocated (and touched) now.
   const size_t sample = static_cast<size_t>(sh.sample_elems());
@@ -336,7 +232,7 @@ Run::Run(Device& dev, const TrainConfig& cfg) : dev_(dev), cfg_(cfg), bar_(cfg.p
           LPSGD_USAGE_ERROR("--checkpoint-dir " << cfg_.checkpoint_dir << " is not writable: "
                                                 << std::strerror(errno));
       });
-    share_outcome(o, ctl_);
+    control_->share(o);
   }
   // SIGUSR1 / SIGTERM (taken by their own thread, core/stop_signals) ask for
   // a checkpoint and a clean exit at the next step boundary; Slurm sends them
@@ -347,12 +243,10 @@ Run::Run(Device& dev, const TrainConfig& cfg) : dev_(dev), cfg_(cfg), bar_(cfg.p
   const bool resumed = resume();
   // A resumed run continues its metrics file; a fresh one starts it anew.
   // Rank 0 writes it; a file it cannot open stops every rank.
-  share_outcome(attempt([&] {
-                  metrics_ = std::make_unique<MetricsWriter>(
-                      rank_ == 0 ? cfg_.metrics : std::string(), resumed);
-                }),
-                ctl_);
-  share_outcome(attempt([&] { trace_ = std::make_unique<StepTrace>(cfg_.step_trace, rank_); }), ctl_);
+  control_->share(attempt([&] {
+    metrics_ = std::make_unique<MetricsWriter>(rank_ == 0 ? cfg_.metrics : std::string(), resumed);
+  }));
+  control_->share(attempt([&] { trace_ = std::make_unique<StepTrace>(cfg_.step_trace, rank_); }));
   last_ckpt_time_ = now_s();
 }
 
@@ -406,7 +300,7 @@ void Run::save(bool periodic) {
       o.code = Outcome::kWarned;
     }
   }
-  const bool written = share_outcome(o, ctl_);
+  const bool written = control_->share(o);
   last_ckpt_time_ = now_s();  // a failed one too: the next is due an interval later
   ckpt_s_ += last_ckpt_time_ - t0;
   if (!written) return;
@@ -463,9 +357,9 @@ bool Run::resume() {
       }
       if (!path.empty()) restore(c);
     });
-  share_outcome(o, ctl_);
+  control_->share(o);
   uint64_t found = path.empty() ? 0 : 1;
-  MPI_CHECK(MPI_Bcast(&found, 1, MPI_UINT64_T, 0, ctl_));
+  MPI_CHECK(MPI_Bcast(&found, 1, MPI_UINT64_T, 0, control_->comm()));
   if (!found) {
     LPSGD_INFO("no checkpoint in " << cfg_.checkpoint_dir << ": starting fresh");
     return false;
@@ -473,7 +367,7 @@ bool Run::resume() {
   // The position, then the tensors with the LP broadcast.
   uint64_t pos[6] = {static_cast<uint64_t>(c.meta.step), c.meta.samples, c.meta.loader_epoch,
                      c.meta.loader_cursor, c.meta.rng_counter, static_cast<uint64_t>(c.meta.ranks)};
-  MPI_CHECK(MPI_Bcast(pos, 6, MPI_UINT64_T, 0, ctl_));
+  MPI_CHECK(MPI_Bcast(pos, 6, MPI_UINT64_T, 0, control_->comm()));
   if (rank_ == 0) {
     dev_.copy_from_host(model_->params().data(), host_params_.data(), host_params_.size() * 4);
     dev_.copy_from_host(sgd_->state().data(), host_state_.data(), host_state_.size() * 4);
@@ -521,7 +415,7 @@ bool Run::step_boundary() {
   if (rank_ == 0 && cfg_.checkpoint_every_minutes > 0 &&
       now_s() - last_ckpt_time_ >= 60 * cfg_.checkpoint_every_minutes)
     want[1] = 1;
-  small().allreduce(want, 2, MPI_INT, MPI_MAX, "agreement on signals at step " + std::to_string(step_));
+  control_->allreduce(want, 2, MPI_INT, MPI_MAX, "agreement on signals at step " + std::to_string(step_));
   if (want[0]) {
     save();
     if (rank_ == 0) {
@@ -549,7 +443,7 @@ std::string Run::check_identical(const std::string& when) {
                     host_params_.size() * sizeof(float));
   const uint64_t mine = checksum64(host_params_.data(), host_params_.size() * sizeof(float));
   std::vector<uint64_t> all(static_cast<size_t>(world_));
-  small().allgather(&mine, all.data(), MPI_UINT64_T, "comparison of parameter checksums " + when);
+  control_->allgather(&mine, all.data(), MPI_UINT64_T, "comparison of parameter checksums " + when);
   for (int r = 1; r < world_; ++r) {
     if (all[static_cast<size_t>(r)] != all[0])
       LPSGD_THROW("parameters differ across ranks " << when << ": rank 0 has checksum "
@@ -610,19 +504,18 @@ void Run::evaluate(const char* kind) {
   const size_t sample = static_cast<size_t>(test_->shape().sample_elems());
   // No collective inside the loop: a rank whose test data cannot be read
   // leaves it early and every rank learns of it below.
-  agree(attempt([&] {
-          while (test_->next(b)) {
-            if (b.size == 0) continue;
-            dev_.copy_from_host(x_.data(), b.x.data(),
-                                static_cast<size_t>(b.size) * sample * sizeof(float));
-            dev_.copy_from_host(y_.data(), b.y.data(), static_cast<size_t>(b.size) * sizeof(int32_t));
-            const nn::Tensor x(dev_, x_.as<float>(), model_->input_shape().with_batch(b.size));
-            local += model_->evaluate(x, y_.as<int32_t>());
-          }
-        }),
-        small(), rank_, world_);
-  const nn::LossStats test = sum_over_ranks(local, small());
-  const nn::LossStats trained = sum_over_ranks(interval_, small());
+  const Outcome read = attempt([&] {
+    while (test_->next(b)) {
+      if (b.size == 0) continue;
+      dev_.copy_from_host(x_.data(), b.x.data(), static_cast<size_t>(b.size) * sample * sizeof(float));
+      dev_.copy_from_host(y_.data(), b.y.data(), static_cast<size_t>(b.size) * sizeof(int32_t));
+      const nn::Tensor x(dev_, x_.as<float>(), model_->input_shape().with_batch(b.size));
+      local += model_->evaluate(x, y_.as<int32_t>());
+    }
+  });
+  control_->agree(read, "check of the test data");
+  const nn::LossStats test = sum_over_ranks(local, *control_);
+  const nn::LossStats trained = sum_over_ranks(interval_, *control_);
   interval_ = {};
   std::ostringstream when;
   when << "at step " << step_;

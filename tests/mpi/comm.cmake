@@ -36,3 +36,6 @@ lpsgd_mpi_test(test_collectives SOURCES ${comm_test_src} DEPS lpsgd_comm
   RANKS 2 SUFFIX links-mpi-staged ENV "LPSGD_TEST_LINKS=mpi;LPSGD_TEST_STAGE_MPI=1" TIMEOUT 600)
 lpsgd_mpi_test(test_comm_errors SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_comm_errors.cpp
   DEPS lpsgd_comm RANKS 2 3 5 TIMEOUT 120)
+# The trainer's control channel (lib/train/control.cpp).
+lpsgd_mpi_test(test_control SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_control.cpp
+  DEPS lpsgd_train RANKS 1 2 3 TIMEOUT 120)
