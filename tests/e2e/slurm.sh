@@ -177,7 +177,12 @@ fi
 phase "train: data and straight run"
 "$LPSGD" data synth --out "$tmp/d.h5" --samples 2048 --test-samples 256 --shape 1,16,16 \
   --classes 10 --seed 3 >"$tmp/synth.out" 2>&1 || { fail "data synth"; cat "$tmp/synth.out"; }
-# write_config STEPS: a small MLP, checkpoints and evaluations every tenth of the run.
+# write_config STEPS [EVAL_EVERY]: a small MLP, checkpoints (and evaluations,
+# unless EVAL_EVERY is given) every tenth of the run. max-steps is what ends
+# the run: epochs = STEPS can never end it first (an epoch here has 32 steps,
+# and at least one anywhere), however many steps the probe below picks; a
+# fixed epoch count once capped the run on a faster machine (issue 31). The LR
+# schedule is constant, so the epoch count changes nothing else.
 write_config() {
   cat >"$tmp/tiny.ini" <<EOF
 data = $tmp/d.h5
@@ -186,10 +191,10 @@ batch = 32
 lr = 0.05
 momentum = 0.9
 seed = 7
-epochs = 1000
+epochs = $1
 max-steps = $1
 checkpoint-every = $(($1 / 10))
-eval-every = $(($1 / 10))
+eval-every = ${2:-$(($1 / 10))}
 EOF
 }
 straight() {
@@ -198,20 +203,34 @@ straight() {
     --checkpoint-dir "$tmp/straight/checkpoints" --resume auto \
     --metrics "$tmp/straight/metrics.jsonl" >"$tmp/straight.out" 2>&1 </dev/null
 }
-# The signal must land mid-run: size the run to about 12 s of training on 2
-# ranks, whatever this machine's speed, from the per-step time (training,
-# evaluation and checkpoints; start-up excluded) of a short probe run.
+# The signal must land mid-run, after the first checkpoint (a tenth of the
+# way) and well before the end: size the run to about 6 s of training on 2
+# ranks, whatever this machine's speed, from a probe run of 500 steps with the
+# same ten evaluations and checkpoints (start-up excluded): its training time
+# per step, and the evaluations' and checkpoints' time, which does not grow
+# with the steps. The signal reaches the ranks 0.05-0.4 s after the first
+# checkpoint is on disk, so a run of a few seconds leaves room on either side,
+# and as the probe scales the steps with the machine's speed, the seconds stay:
+# here (0.25-0.55 ms a step, with other work on the 2 cores) 10000-25000
+# steps, 3x faster 30000-75000, 3x slower 3500-8000. Clamped to 200..300000
+# steps: 300000 is 0.02 ms a step, over 15x faster than here (beyond it the run
+# is just shorter than 6 s, still seconds long); 200 is 30 ms a step, 60x
+# slower than here (beyond it the run is longer than 6 s).
 ms() { echo $((${EPOCHREALTIME/./} / 1000)); }
 steps=500
 write_config "$steps"
 straight || { fail "probe run"; cat "$tmp/straight.out"; exit 1; }
-per_step_ms=$(/usr/bin/python3 -c '
+read -r steps sizing < <(/usr/bin/python3 - "$tmp/straight/metrics.jsonl" <<'EOF'
 import json, sys
 r = [json.loads(l) for l in open(sys.argv[1]) if l.strip()][-1]
-print(max(0.05, 1e3 * (r["train_s"] + r["eval_s"] + r["ckpt_s"]) / r["step"]))' "$tmp/straight/metrics.jsonl")
-steps=$(/usr/bin/python3 -c "print(max(200, int(12000 / $per_step_ms) // 10 * 10))")
-took=$per_step_ms
-echo "note: sized to $steps steps ($took ms per step in the probe run)"
+step_ms = 1e3 * r["train_s"] / r["step"]
+events_ms = 1e3 * (r["eval_s"] + r["ckpt_s"])
+want = (6000 - events_ms) / max(step_ms, 1e-6)
+steps = min(300000, max(200, int(want) // 10 * 10))
+print(steps, f"{step_ms:.3f} ms per step of training, {events_ms:.0f} ms of evaluations and checkpoints")
+EOF
+)
+echo "note: sized to $steps steps (probe run: $sizing)"
 write_config "$steps"
 t0=$(ms)
 straight || { fail "straight run"; cat "$tmp/straight.out"; exit 1; }
@@ -263,7 +282,10 @@ EOF
 # ---- training: one task killed ------------------------------------------------------
 # srun --kill-on-bad-exit (jobs/slurm/lib.sh) ends the step when a task dies.
 phase "train.sbatch (srun): a task killed"
-write_config 1000000
+# A run far longer than the test (1000000 steps: minutes here, one even 3x
+# faster), with its first evaluation at step 5000 (under 2 s here) to tell
+# that training is under way.
+write_config 1000000 5000
 run=$tmp/killed
 id=$(LPSGD=$LPSGD CONFIG=$tmp/tiny.ini RUN_DIR=$run LAUNCHER=srun submit --nodes=1 --ntasks-per-node=2 \
      --time=15 "$root/jobs/slurm/train.sbatch") || fail "sbatch train.sbatch"
@@ -279,16 +301,20 @@ rank_pid() {
   done
   return 1
 }
-# Both ranks up, then 2 s into training (the run takes over 10 s; srun passes
-# its progress lines on only in large pieces, so they cannot tell).
+# Both ranks up, then training under way: the first evaluation is in the
+# metrics file (srun passes the progress lines on only in large pieces, so they
+# cannot tell). Not a fixed sleep: start-up takes longer on a slower machine,
+# and a kill before training would test MPI's start-up, not lpsgd's collectives.
 deadline=$((SECONDS + 60)) p0="" p1=""
 while [[ -z $p0 || -z $p1 ]] && ((SECONDS < deadline)); do
   p0=$(rank_pid 0) p1=$(rank_pid 1)
   [[ -n $p0 && -n $p1 ]] || sleep 0.2
 done
-sleep 2
+until [[ -s $run/metrics.jsonl ]] || ((SECONDS > deadline)); do sleep 0.1; done
 if [[ -z $p0 || -z $p1 ]] || ! kill -0 "$p0" "$p1" 2>/dev/null; then
   fail "training job: no running ranks found"; dump "$id"
+elif [[ ! -s $run/metrics.jsonl ]]; then
+  fail "training job: no evaluation (step 5000) within 60 s"; dump "$id"
 else
   t0=$(ms)
   kill -KILL "$p1"
