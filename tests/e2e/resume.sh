@@ -104,21 +104,36 @@ lp 2 "$d.2.out" "${m[@]}" --checkpoint-dir "$d" --resume auto
 check "corrupted newest: resumed from step 3" grep -q "resuming from .*ckpt-000000003.h5" "$d.2.out"
 
 # SIGUSR1 to one rank mid-run: every rank checkpoints and exits 0; resume finishes.
+# Where the signal lands depends on this machine's speed, so nothing is sized
+# to it: the run (1000 epochs, 6000 steps: 3 s here, 1 s even 3x faster) is
+# far longer than it takes to signal it once training is under way (here
+# 0.05-0.2 s, a few hundred steps); then the uninterrupted run and the resumed
+# one both end at the step the signal landed on plus 300 (--max-steps; the
+# cosine schedule still spans the 1000 epochs), so they take as long on any
+# machine as a signal's latency plus 300 steps. (A run of 100 epochs, 600
+# steps, once ended before the signal on a machine 3x faster: issue 31.)
 d=$tmp/signal
-slow=(--model mlp:784-256-10 --epochs 100)
-lp 2 "$tmp/sig-ref.out" "${slow[@]}" --checkpoint-dir "$tmp/sig-ref"
+slow=(--model mlp:784-256-10 --epochs 1000)
+total=6000
 "${MPIEXEC:-mpiexec}" -n 2 "${MPI_FLAGS[@]}" "$LPSGD" train "${common[@]}" "${slow[@]}" \
   --checkpoint-dir "$d" --progress lines --progress-every 0.001 </dev/null >"$d.1.out" 2>&1 &
 launcher=$!
-# Wait until training is under way, then signal one rank (not the launcher).
-for _ in $(seq 1 300); do grep -q "step [3-9]/" "$d.1.out" 2>/dev/null && break; sleep 0.1; done
+# Wait until training is under way (step 3 or later), then signal one rank
+# (not the launcher).
+for _ in $(seq 1 1500); do grep -Eq "step ([3-9]|[1-9][0-9]+)/" "$d.1.out" 2>/dev/null && break; sleep 0.02; done
 rank_pid=$(pgrep -f "lpsgd train .*--checkpoint-dir $d " | grep -vx "$launcher" | tail -1)
 if [[ -n $rank_pid ]]; then kill -USR1 "$rank_pid"; else echo "FAIL: no rank process found"; fails=$((fails + 1)); fi
 wait "$launcher"; rc=$?
 check "SIGUSR1: the job exited 0" same "$rc" 0
 check "SIGUSR1: 'checkpointed at step S after signal SIGUSR1'" grep -q "^lpsgd: checkpointed at step [0-9]* after signal SIGUSR1" "$d.1.out"
 stopped=$(ckpt_step "$d")
-check "SIGUSR1: stopped before the end (step $stopped < 600)" test "${stopped:-600}" -lt 600
-lp 2 "$d.2.out" "${slow[@]}" --checkpoint-dir "$d" --resume auto
+check "SIGUSR1: stopped before the end (step $stopped < $total)" test "${stopped:-$total}" -lt "$total"
+# The comparison's end: 300 steps (50 epochs) past the signal's checkpoint, at
+# most the run's own end.
+end=$(( ${stopped:-$total} + 300 < total ? ${stopped:-$total} + 300 : total ))
+lp 2 "$tmp/sig-ref.out" "${slow[@]}" --max-steps "$end" --checkpoint-dir "$tmp/sig-ref"
+lp 2 "$d.2.out" "${slow[@]}" --max-steps "$end" --checkpoint-dir "$d" --resume auto
+check "SIGUSR1: resumed and uninterrupted runs both ended at step $end" \
+  same "$(ckpt_step "$d") $(ckpt_step "$tmp/sig-ref")" "$end $end"
 check "SIGUSR1: resumed run == uninterrupted run (bitwise)" same "$(ckpt_sum "$d")" "$(ckpt_sum "$tmp/sig-ref")"
 finish
