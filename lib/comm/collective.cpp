@@ -39,14 +39,15 @@ Collective::~Collective() {
   }
   if (held) engine_->withdraw(this);
   comm_.release(this);
-  // The signature receives write into this object: cancelled and completed.
-  // A signature send not yet complete is freed (it completes in the
-  // background): a Signature is far below every MPI library's eager limit,
-  // so its bytes were copied when it was posted and nothing reads sig_ later.
-  cancel_receive(hdr_req_[0]);
-  cancel_receive(hdr_req_[2]);
-  finish_sends(&hdr_req_[1], 1, send_deadline());
-  finish_sends(&hdr_req_[3], 1, send_deadline());
+  // Signatures are far below every MPI library's eager limit: a signature
+  // receive that has matched has its bytes already, and a send's were copied
+  // when it was posted, so a request end_requests() has to leave in flight
+  // touches this object no more.
+  const double deadline = release_deadline();
+  end_receives(&hdr_req_[0], 1, deadline);
+  end_receives(&hdr_req_[2], 1, deadline);
+  end_sends(&hdr_req_[1], 1, deadline);
+  end_sends(&hdr_req_[3], 1, deadline);
 }
 
 std::string Collective::describe() const { return sig_.describe(); }

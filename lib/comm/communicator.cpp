@@ -98,13 +98,13 @@ void Communicator::calibrate_now() {
 }
 
 Communicator::~Communicator() {
-  // The notice receives write into this object: cancelled and completed. A
-  // notice send still in flight is freed and completes in the background (a
-  // notice is far below every MPI library's eager limit: its bytes were
-  // copied when it was posted), so the neighbours still learn of the error.
-  for (auto& r : notice_req_) cancel_receive(r);
-  const double deadline = send_deadline();
-  finish_sends(notice_send_.data(), notice_send_.size(), deadline);
+  // A notice is far below every MPI library's eager limit: a notice receive
+  // that has matched has its bytes already, and a send's were copied when it
+  // was posted (one left in flight completes in the background, so the
+  // neighbours still learn of the error): neither touches this object again.
+  const double deadline = release_deadline();
+  end_receives(notice_req_.data(), notice_req_.size(), deadline);
+  end_sends(notice_send_.data(), notice_send_.size(), deadline);
   links_[0].reset();
   links_[1].reset();
   tree_links_.clear();

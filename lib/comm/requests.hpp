@@ -43,28 +43,26 @@ inline bool test_all(MPI_Request* reqs, size_t n) {
   return all;
 }
 
-/// Ends a receive whose buffer is about to be freed: cancels it and completes
-/// it. MPI guarantees that waiting for a cancelled request returns whatever the
-/// peer does, and once it has returned nothing can land in the buffer (a
-/// receive that had already matched completes with its data first). Freeing a
-/// cancelled request without completing it, instead, leaves a matched receive
-/// writing into freed memory.
-inline void cancel_receive(MPI_Request& r) {
-  if (r == MPI_REQUEST_NULL) return;
-  MPI_Cancel(&r);
-  MPI_Wait(&r, MPI_STATUS_IGNORE);
-}
-
-/// Sends whose buffers are about to be freed: tests them until each is
-/// complete or MPI_Wtime() passes `deadline`. Returns false when some send is still in
-/// flight (a peer gone or stopped, on an error path): its request is freed,
-/// so it completes in the background, if ever, and the caller must leave its
-/// buffer allocated rather than free it under MPI.
-inline bool finish_sends(MPI_Request* reqs, size_t n, double deadline) {
+/// Requests whose buffers are about to be freed (a link, a collective or a
+/// communicator being destroyed): tests each until it completes or
+/// MPI_Wtime() passes `deadline`, receives cancelled first (a cancelled
+/// receive that had not matched completes at once). Returns false when some
+/// request is still in flight: a receive that had matched a message whose rest
+/// never comes, a send the peer never takes (a peer gone or stopped, on an
+/// error path). Its request is freed, so it completes in the background, if
+/// ever, and the caller must leave its buffer allocated: freed, MPI would go on
+/// writing into it (a receive) or reading it (a send). Not MPI_Wait after
+/// MPI_Cancel: Open MPI's wait for a matched receive whose peer is cut off
+/// does not return.
+inline bool end_requests(MPI_Request* reqs, size_t n, bool receives, double deadline) {
   bool all = true;
   for (size_t i = 0; i < n; ++i) {
-    int done = reqs[i] == MPI_REQUEST_NULL;
-    while (!done && MPI_Wtime() < deadline) MPI_Test(&reqs[i], &done, MPI_STATUS_IGNORE);
+    if (reqs[i] == MPI_REQUEST_NULL) continue;
+    if (receives) MPI_Cancel(&reqs[i]);
+    int done = 0;
+    do {
+      MPI_Test(&reqs[i], &done, MPI_STATUS_IGNORE);
+    } while (!done && MPI_Wtime() < deadline);
     if (!done) {
       MPI_Request_free(&reqs[i]);
       all = false;
@@ -72,12 +70,18 @@ inline bool finish_sends(MPI_Request* reqs, size_t n, double deadline) {
   }
   return all;
 }
+inline bool end_receives(MPI_Request* reqs, size_t n, double deadline) {
+  return end_requests(reqs, n, true, deadline);
+}
+inline bool end_sends(MPI_Request* reqs, size_t n, double deadline) {
+  return end_requests(reqs, n, false, deadline);
+}
 
-/// How long a link or collective being destroyed gives its sends to complete:
-/// a few seconds normally (they are done: every collective waited for its
-/// sends), none while an error unwinds (a peer that is gone or stopped will
-/// not take them; their buffers are leaked instead).
-inline double send_deadline() {
+/// How long a link, collective or communicator being destroyed gives its
+/// requests to complete: a few seconds normally (they are done: every
+/// collective waited for its own), none while an error unwinds (a peer that
+/// is gone or stopped will not complete them; their buffers are leaked).
+inline double release_deadline() {
   return MPI_Wtime() + (std::uncaught_exceptions() > 0 ? 0.0 : 5.0);
 }
 

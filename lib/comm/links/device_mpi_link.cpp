@@ -52,18 +52,22 @@ DeviceMpiLink::DeviceMpiLink(Device& dev, MPI_Comm comm, int peer, int window, s
 }
 
 // The slots are freed after this body, so nothing may still use them: MPI
-// neither (receives are cancelled and completed; sends, which cannot be, get a
-// few seconds to complete, none while an error unwinds) nor queued copies. A send still in flight after that (a peer gone
-// or stopped, on an error path) keeps its memory: it is leaked rather than
-// freed under MPI's feet.
+// neither (a request still in flight, a peer gone or stopped on an error
+// path, keeps its slots, leaked rather than freed under MPI:
+// comm/requests.hpp) nor queued copies.
 DeviceMpiLink::~DeviceMpiLink() {
-  for (auto& r : rx_) cancel_receive(r.req);
-  const double deadline = send_deadline();
-  bool in_flight = false;
-  for (auto& s : tx_) in_flight |= !finish_sends(&s.req, 1, deadline);
-  if (in_flight) {
-    LPSGD_WARN("MPI link to rank " << peer_ << ": sends still in flight at shutdown; their "
+  const double deadline = release_deadline();
+  bool recv_in_flight = false, send_in_flight = false;
+  for (auto& r : rx_) recv_in_flight |= !end_receives(&r.req, 1, deadline);
+  for (auto& s : tx_) send_in_flight |= !end_sends(&s.req, 1, deadline);
+  if (recv_in_flight || send_in_flight)
+    LPSGD_WARN("MPI link to rank " << peer_ << ": transfers still in flight at shutdown; their "
                "buffers are left allocated");
+  if (recv_in_flight) {
+    (void)recv_slots_.release();
+    (void)host_recv_.release();
+  }
+  if (send_in_flight) {
     (void)send_slots_.release();
     (void)host_send_.release();
   }

@@ -26,13 +26,13 @@ MpiLink::MpiLink(Device& dev, MPI_Comm comm, int peer, int window, size_t slot_b
   LPSGD_CHECK(slot_bytes <= static_cast<size_t>(INT_MAX), "MPI link slot too large");
 }
 
-// The slots are freed after this body, so MPI must be done with them:
-// receives are cancelled and completed; sends get a few seconds to complete
-// (none while an error unwinds), and any still in flight (a peer gone or stopped, on an error path) keep their
-// slots, leaked rather than freed under MPI.
+// The slots are freed after this body, so MPI must be done with them: a
+// request still in flight (a peer gone or stopped, on an error path) keeps
+// its slots, leaked rather than freed under MPI (comm/requests.hpp).
 MpiLink::~MpiLink() {
-  for (auto& r : recv_req_) cancel_receive(r);
-  if (!finish_sends(send_req_.data(), send_req_.size(), send_deadline())) (void)send_slots_.release();
+  const double deadline = release_deadline();
+  if (!end_receives(recv_req_.data(), recv_req_.size(), deadline)) (void)recv_slots_.release();
+  if (!end_sends(send_req_.data(), send_req_.size(), deadline)) (void)send_slots_.release();
 }
 
 bool MpiLink::can_send(uint64_t seq) {
