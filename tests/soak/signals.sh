@@ -100,12 +100,25 @@ mnt=""
 launcher=""
 # shellcheck disable=SC2317  # run by the EXIT trap
 cleanup() {
-  [[ -n $launcher ]] && kill -KILL -- "-$launcher" 2>/dev/null
+  set +e
+  [[ -n $launcher ]] && kill_session "$launcher"
   if [[ -n $mnt ]]; then
     mount -o remount,rw "$mnt" 2>/dev/null
-    umount "$mnt" 2>/dev/null
+    umount "$mnt" 2>/dev/null || { sleep 1; umount "$mnt" 2>/dev/null; }
   fi
   rm -rf "$tmp"
+}
+# kill_session SID: SIGKILL to every process of the session SID, pid by pid:
+# the launcher and its ranks (Open MPI gives each rank a process group of its
+# own, so the launcher's group is not all of them).
+kill_session() {
+  local p k live
+  for ((k = 0; k < 30; k++)); do
+    live=$({ ps -s "$1" -o pid=,stat= 2>/dev/null || true; } | awk '$2 !~ /^Z/ { print $1 }')
+    [[ -n $live ]] || return 0
+    for p in $live; do kill -KILL "$p" 2>/dev/null || true; done
+    sleep 0.1
+  done
 }
 trap cleanup EXIT
 trap 'exit 130' INT
@@ -313,7 +326,7 @@ run_case() {
     if (($(ms) >= deadline)); then
       hung=1
       stacks "$launcher" >"$log.stacks" 2>&1 || true
-      kill -KILL -- "-$launcher" 2>/dev/null || true
+      kill_session "$launcher"
       break
     fi
     sleep 0.05
@@ -330,7 +343,7 @@ run_case() {
   if [[ -n $left ]]; then
     why+=("processes left behind 5 s after the launcher: $(for p in $left; do
       echo -n "$p ($(cat "/proc/$p/comm" 2>/dev/null)) "; done)")
-    kill -KILL -- "-$launcher" 2>/dev/null || true
+    kill_session "$launcher"
   fi
   launcher=""
   ((ro)) && { mount -o remount,rw "$mnt" || true; }
