@@ -7,6 +7,7 @@
 #include "app/commands.hpp"
 #include "app/train_options.hpp"
 #include "core/error.hpp"
+#include "core/stop_signals.hpp"
 #include "device/device.hpp"
 #include "train/trainer.hpp"
 
@@ -33,6 +34,8 @@ int run_train(int argc, char** argv) {
   set_host_threads(threads);
   auto dev = make_device(device == "cuda" ? DeviceKind::Cuda : DeviceKind::Cpu, local_rank());
   const train::TrainResult r = train::train(*dev, c);
+  // The run is over (and saved): a stop signal now asks for nothing.
+  stop_signals::set_policy(stop_signals::Policy::Ignore);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   if (rank == 0) {

@@ -11,6 +11,7 @@
 
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/stop_signals.hpp"
 #include "core/timer.hpp"
 
 namespace lpsgd::app {
@@ -64,6 +65,9 @@ constexpr double kAbortWaitS = 2.0;
 // exit() unqualified: under SimGrid it is SMPI's macro, which ends this rank
 // rather than the whole simulation.
 [[noreturn]] void fail(const std::string& message, int code, bool usage) {
+  // On its way out: a launcher's SIGTERM to the ranks still running (Open MPI
+  // sends one once a rank has exited non-zero) is no request any more.
+  stop_signals::set_policy(stop_signals::Policy::Ignore);
   int size = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   if (usage && all_ranks_agree(10.0)) {

@@ -64,7 +64,7 @@ void on_signal(int sig) {
         _exit(128 + sig);
       }
       break;
-    case Policy::Count: break;
+    case Policy::Ignore: break;
   }
 }
 

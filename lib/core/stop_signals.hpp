@@ -29,8 +29,11 @@ enum class Policy {
   /// program to act on at a safe point; a second one ends the process at
   /// once, with a line on stderr.
   Request,
-  /// Every stop signal is counted (received()) and nothing else (tests).
-  Count,
+  /// Every stop signal is counted (received()) and otherwise ignored: for a
+  /// program on its way out (its last checkpoint written, or its error
+  /// reported: a launcher then sends SIGTERM to the ranks still running,
+  /// which must not add a line or change the exit status), and for tests.
+  Ignore,
 };
 
 /// Blocks SIGUSR1 and SIGTERM in the calling thread (and so in the threads it
