@@ -51,7 +51,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& out) {
   po::options_description desc("lpsgd train options");
   desc.add_options()
     ("data", po::value(&c.data), "HDF5 dataset (lpsgd data import-idx / synth make one)")
-    ("model", po::value(&c.model)->default_value(c.model), "mlp:784-512-256-10 or cnn:lenet")
+    ("model", po::value(&c.model)->default_value(c.model), "mlp:784-512-256-10, cnn:lenet or cnn:alexnet")
     ("epochs", po::value(&c.epochs)->default_value(c.epochs), "epochs to train")
     ("max-steps", po::value(&c.max_steps)->default_value(0), "stop after this many steps (0: no limit)")
     ("batch", po::value(&c.batch)->default_value(c.batch), "samples per rank per step")

@@ -7,6 +7,10 @@
 //   cnn:lenet            conv5x5-32 (pad 2), ReLU, maxpool 2, conv5x5-64 (pad 2),
 //                        ReLU, maxpool 2, flatten, fc-512, ReLU, fc-10, for
 //                        [C, H, W] input (1x28x28 for (Fashion-)MNIST).
+//   cnn:alexnet          AlexNet's pattern for small images: conv3x3 (pad 1) of
+//                        64, 192, 384, 256, 256 channels with ReLU, maxpool 2
+//                        after the 1st, 2nd and 5th; flatten, fc-4096, ReLU,
+//                        fc-4096, ReLU, fc-10 (28.5 M parameters on 1x28x28).
 //
 // Hidden layers use He initialisation, the final classifier Xavier.
 #pragma once
