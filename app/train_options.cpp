@@ -78,6 +78,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& out) {
     ("eval-every", po::value(&c.eval_every)->default_value(-1), "evaluate every N steps (-1: every epoch, 0: only at the end)")
     ("metrics", po::value(&c.metrics), "append JSON lines (one per evaluation, one final) to FILE")
     ("step-trace", po::value(&c.step_trace), "write one line of timings per step to PREFIX.rank<R>.tsv (see jobs/plot/steps.py)")
+    ("trace", po::value(&c.timeline)->value_name("FILE"), "write a timeline of the run, every rank on one clock, as Chrome trace-event JSON (open in Perfetto or chrome://tracing)")
     ("progress", po::value(&progress)->default_value(progress), "auto, bar (redrawn line), lines or off")
     ("progress-every", cli::value_with_default(&c.progress_every_s), "seconds between progress lines when stdout is not a terminal (0: none)")
     ("checkpoint-dir", po::value(&c.checkpoint_dir), "write checkpoints (*.h5) here; one is always written at the end")

@@ -100,7 +100,7 @@ bool Collective::step() {
     // Collectives of one communicator move data one at a time, in order.
     if (!comm_.acquire(this)) return false;
     state_.store(kRunning, std::memory_order_release);
-    last_move_s_ = now_s();
+    last_move_s_ = running_s_ = now_s();
     on_start();
   }
   bool moved = false;

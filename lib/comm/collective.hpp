@@ -44,6 +44,11 @@ class Collective {
   /// Lets a trainer measure how long communication ran, not only how long it
   /// waited for it.
   double finished_s() const { return done_s_; }
+  /// When it began to move data (its signatures matched and the collectives
+  /// before it on the communicator were done); valid once done().
+  double running_s() const { return running_s_; }
+  /// Blocks it was cut into (1 where it is not cut into blocks).
+  virtual size_t blocks() const { return 1; }
 
   const CollArgs& args() const { return args_; }
   /// Position of this collective in its communicator's start order.
@@ -101,6 +106,7 @@ class Collective {
   double last_move_s_ = 0;
   double last_peer_check_s_ = 0;  // when check_stall last looked for lost neighbours
   double done_s_ = 0;
+  double running_s_ = 0;
 
   // Set while a progress engine owns this collective.
   ProgressEngine* engine_ = nullptr;

@@ -6,6 +6,8 @@
 #include <sstream>
 
 #include "core/error.hpp"
+#include "core/timer.hpp"
+#include "core/trace.hpp"
 #include "nn/layers.hpp"
 
 namespace lpsgd::nn {
@@ -73,6 +75,14 @@ const Tensor& Model::forward(const Tensor& x, Mode mode) {
                                       << input_shape_.str());
   input_ = x.reshape(input_shape_.with_batch(x.shape()[0]));
   const Tensor* h = &input_;
+  if (mode == Mode::Train && trace::enabled()) {
+    for (auto& layer : layers_) {
+      const double t0 = now_s();
+      h = &layer->forward(*h, mode);
+      trace::complete(trace::Lane::Step, "layer", "fwd " + layer->describe(), t0, now_s());
+    }
+    return *h;
+  }
   for (auto& layer : layers_) h = &layer->forward(*h, mode);
   return *h;
 }
@@ -83,8 +93,10 @@ const Tensor& Model::backward(const Tensor& dlogits, const LayerDoneFn& on_layer
   bool flowing = true;  // below a layer that computes no input gradient, nothing is left to do
   for (size_t l = layers_.size(); l-- > 0;) {
     if (flowing) {
+      const double t0 = trace::enabled() ? now_s() : 0;
       g = &layers_[l]->backward(*g);
       flowing = layers_[l]->input_grad();
+      if (t0 > 0) trace::complete(trace::Lane::Step, "layer", "bwd " + layers_[l]->describe(), t0, now_s());
     }
     if (on_layer_done) on_layer_done(l);
   }

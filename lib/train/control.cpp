@@ -1,6 +1,7 @@
 // The trainer's control channel (see control.hpp).
 #include "train/control.hpp"
 
+#include <cstdint>
 #include <cstring>
 #include <exception>
 #include <mutex>
@@ -107,6 +108,54 @@ void Control::allgather(const void* in, void* out, MPI_Datatype t, const std::st
   MPI_CHECK(MPI_Iallgather(f->in.data(), 1, t, f->out.data(), 1, t, comm_, &f->req));
   run(f, what);
   std::memcpy(out, f->out.data(), f->out.size());
+}
+
+double Control::clock_offset(int rounds) {
+  double offset = 0, best_rtt = 1e30;
+  for (int r = 1; r < size_; ++r) {
+    for (int i = 0; i < rounds; ++i) {
+      if (rank_ == 0) {
+        double theirs = 0;
+        const double t0 = now_s();
+        MPI_CHECK(MPI_Send(&t0, 1, MPI_DOUBLE, r, 0, comm_));
+        MPI_CHECK(MPI_Recv(&theirs, 1, MPI_DOUBLE, r, 0, comm_, MPI_STATUS_IGNORE));
+        const double t1 = now_s();
+        // Tell r what its reading meant: its clock minus ours at the middle.
+        double est[2] = {t1 - t0, theirs - 0.5 * (t0 + t1)};
+        MPI_CHECK(MPI_Send(est, 2, MPI_DOUBLE, r, 1, comm_));
+      } else if (rank_ == r) {
+        double t0 = 0, est[2];
+        MPI_CHECK(MPI_Recv(&t0, 1, MPI_DOUBLE, 0, 0, comm_, MPI_STATUS_IGNORE));
+        const double mine = now_s();
+        MPI_CHECK(MPI_Send(&mine, 1, MPI_DOUBLE, 0, 0, comm_));
+        MPI_CHECK(MPI_Recv(est, 2, MPI_DOUBLE, 0, 1, comm_, MPI_STATUS_IGNORE));
+        if (est[0] < best_rtt) {
+          best_rtt = est[0];
+          offset = est[1];
+        }
+      }
+    }
+  }
+  return offset;
+}
+
+std::string Control::gather_text(const std::string& mine, int root) {
+  int n = static_cast<int>(mine.size());
+  std::vector<int> sizes(static_cast<size_t>(size_)), at(static_cast<size_t>(size_));
+  MPI_CHECK(MPI_Gather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, root, comm_));
+  std::string all;
+  if (rank_ == root) {
+    size_t total = 0;
+    for (int r = 0; r < size_; ++r) {
+      at[static_cast<size_t>(r)] = static_cast<int>(total);
+      total += static_cast<size_t>(sizes[static_cast<size_t>(r)]);
+    }
+    LPSGD_CHECK(total <= static_cast<size_t>(INT32_MAX), "gathered text of " << total << " bytes");
+    all.resize(total);
+  }
+  MPI_CHECK(MPI_Gatherv(mine.data(), n, MPI_CHAR, all.data(), sizes.data(), at.data(), MPI_CHAR, root,
+                        comm_));
+  return all;
 }
 
 bool Control::share(Outcome o, int root) {

@@ -83,6 +83,14 @@ class Control {
   /// instead of leaving the others stalled in the next collective.
   void agree(const Outcome& o, const std::string& what);
 
+  /// This rank's now_s() clock minus rank 0's, from ping-pongs with rank 0
+  /// (the estimate of the one with the shortest round trip: it errs by at
+  /// most half that trip); 0 on rank 0. Collective; blocking.
+  double clock_offset(int rounds = 16);
+  /// Every rank's text, concatenated in rank order on `root` ("" elsewhere).
+  /// Collective; blocking.
+  std::string gather_text(const std::string& mine, int root = 0);
+
   /// Small collectives of this process abandoned by a failed wait so far.
   static size_t abandoned();
 

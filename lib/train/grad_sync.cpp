@@ -6,6 +6,7 @@
 #include "core/cli.hpp"
 #include "core/error.hpp"
 #include "core/timer.hpp"
+#include "core/trace.hpp"
 
 namespace lpsgd::train {
 
@@ -98,6 +99,10 @@ void GradSync::launch(size_t b) {
   const comm::CollKind kind =
       opt_.mode == SyncMode::Allreduce ? comm::CollKind::Allreduce : comm::CollKind::Reduce;
   grad_coll_[b] = make(kind, model_.grads().data() + buckets_[b].offset, buckets_[b].count);
+  if (trace::enabled())
+    trace::instant(trace::Lane::Step, "bucket", "bucket " + std::to_string(b) + " ready", now_s(),
+                   "\"bucket\":" + std::to_string(b) + ",\"bytes\":" +
+                       std::to_string(buckets_[b].count * sizeof(float)));
   submit(grad_coll_[b].get(), *ready_[b]);
 }
 
@@ -112,12 +117,25 @@ void GradSync::on_layer_done(size_t layer) {
 void GradSync::wait(size_t b, comm::Collective* c, SyncTimes& t) {
   const double t0 = now_s();
   c->wait();
-  const double dt = now_s() - t0;
-  t.wait_s += dt;
-  bucket_wait_s_[b] += dt;
+  const double t1 = now_s();
+  t.wait_s += t1 - t0;
+  bucket_wait_s_[b] += t1 - t0;
+  if (trace::enabled()) {
+    const std::string bucket = " bucket " + std::to_string(b);
+    const comm::CollArgs& a = c->args();
+    std::ostringstream args;
+    args << "\"bucket\":" << b << ",\"algo\":\"" << comm::algo_name(c->algo()) << "\"";
+    if (!c->variant().empty()) args << ",\"variant\":\"" << c->variant() << "\"";
+    args << ",\"bytes\":" << a.count * dtype_size(a.dtype) << ",\"blocks\":" << c->blocks()
+         << ",\"block_bytes\":" << c->block_bytes() << ",\"ranks\":" << comm_.size();
+    trace::complete(trace::Lane::Exchange, "collective", comm::coll_name(a.kind) + bucket,
+                    c->running_s(), c->finished_s(), args.str());
+    trace::complete(trace::Lane::Step, "wait", "wait" + bucket, t0, t1);
+  }
 }
 
 void GradSync::update(size_t b, float lr) {
+  const trace::Span span(trace::Lane::Step, "update", "update bucket " + std::to_string(b));
   sgd_.step(model_.params(), model_.grads(), lr, buckets_[b].offset, buckets_[b].count);
 }
 

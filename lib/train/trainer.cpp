@@ -14,12 +14,14 @@
 
 #include "comm/communicator.hpp"
 #include "comm/progress_engine.hpp"
+#include "core/atomic_file.hpp"
 #include "core/checksum.hpp"
 #include "core/cli.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/stop_signals.hpp"
 #include "core/timer.hpp"
+#include "core/trace.hpp"
 #include "io/checkpoint.hpp"
 #include "io/loader.hpp"
 #include "lpsgd/config.hpp"
@@ -71,6 +73,8 @@ class Run {
   /// Writes a checkpoint of the current state (rank 0 writes, all confirm).
   /// A periodic one that fails only warns unless --checkpoint-failure abort.
   void save(bool periodic = false);
+  /// Writes the --trace timeline: every rank's events on rank 0's clock.
+  void write_timeline();
   /// Continues from a checkpoint per --resume; false for a fresh start.
   bool resume();
   io::Checkpoint snapshot();
@@ -121,11 +125,14 @@ class Run {
   double last_ckpt_time_ = 0;
   std::vector<float> host_state_;
   bool interrupted_ = false;
+  double start_s_ = 0;  // when this rank began (the timeline's origin on rank 0)
 };
 
 Run::Run(Device& dev, const TrainConfig& cfg) : dev_(dev), cfg_(cfg), bar_(cfg.progress, cfg.progress_every_s) {
   MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
   MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_));
+  start_s_ = now_s();
+  if (!cfg_.timeline.empty()) trace::enable();
   // Options first, so a bad one is reported before anything is opened.
   cli::require_range("epochs", cfg_.epochs, int64_t{1}, int64_t{1} << 40);
   cli::require_range("max-steps", cfg_.max_steps, int64_t{0}, int64_t{1} << 50);
@@ -247,6 +254,16 @@ Run::Run(Device& dev, const TrainConfig& cfg) : dev_(dev), cfg_(cfg), bar_(cfg.p
     metrics_ = std::make_unique<MetricsWriter>(rank_ == 0 ? cfg_.metrics : std::string(), resumed);
   }));
   control_->share(attempt([&] { trace_ = std::make_unique<StepTrace>(cfg_.step_trace, rank_); }));
+  // The timeline is written at the end: a place it cannot go is reported now.
+  Outcome where;
+  if (rank_ == 0 && !cfg_.timeline.empty())
+    where = attempt([&] {
+      const std::filesystem::path dir = std::filesystem::absolute(cfg_.timeline).parent_path();
+      if (::access(dir.c_str(), W_OK | X_OK) != 0)
+        LPSGD_USAGE_ERROR("--trace " << cfg_.timeline << ": cannot write in " << dir.string() << ": "
+                                     << std::strerror(errno));
+    });
+  control_->share(where);
   last_ckpt_time_ = now_s();
 }
 
@@ -283,6 +300,7 @@ io::Checkpoint Run::snapshot() {
 }
 
 void Run::save(bool periodic) {
+  const trace::Span span(trace::Lane::Run, "checkpoint", "checkpoint at step " + std::to_string(step_));
   const double t0 = now_s();
   // Every rank must hold what rank 0 writes.
   check_identical("at checkpoint step " + std::to_string(step_));
@@ -415,6 +433,7 @@ bool Run::step_boundary() {
   if (rank_ == 0 && cfg_.checkpoint_every_minutes > 0 &&
       now_s() - last_ckpt_time_ >= 60 * cfg_.checkpoint_every_minutes)
     want[1] = 1;
+  const trace::Span span(trace::Lane::Step, "agree", "agreement on signals");
   control_->allreduce(want, 2, MPI_INT, MPI_MAX, "agreement on signals at step " + std::to_string(step_));
   if (want[0]) {
     save();
@@ -473,6 +492,11 @@ void Run::step(const io::Batch& b, double data_s) {
   shown_ += s;
   ++step_;
   trace_->write({step_, t0, data_s, t1 - t0, t2 - t1, st.wait_s}, sync_->bucket_wait_s());
+  if (trace::enabled()) {
+    trace::complete(trace::Lane::Step, "data", "data", t0 - data_s, t0);
+    trace::complete(trace::Lane::Step, "step", "step " + std::to_string(step_), t0, t2,
+                    "\"step\":" + std::to_string(step_));
+  }
   samples_ += static_cast<uint64_t>(cfg_.batch) * static_cast<uint64_t>(world_);
   run_samples_ += static_cast<uint64_t>(cfg_.batch) * static_cast<uint64_t>(world_);
 }
@@ -498,6 +522,7 @@ void Run::progress() {
 }
 
 void Run::evaluate(const char* kind) {
+  const trace::Span span(trace::Lane::Run, "eval", std::string(kind) + " at step " + std::to_string(step_));
   const double t0 = now_s();
   nn::LossStats local;
   io::Batch b;
@@ -558,6 +583,33 @@ void Run::evaluate(const char* kind) {
   }
 }
 
+void Run::write_timeline() {
+  if (cfg_.timeline.empty()) return;
+  const double t0 = now_s();
+  const double offset = control_->clock_offset();
+  double origin = start_s_;  // rank 0's start, on its clock
+  MPI_CHECK(MPI_Bcast(&origin, 1, MPI_DOUBLE, 0, control_->comm()));
+  const size_t dropped = trace::dropped();
+  if (dropped > 0)
+    LPSGD_WARN("--trace: kept the first " << trace::recorded() << " events of this rank, dropped "
+                                          << dropped);
+  const std::string all = control_->gather_text(trace::serialize(rank_, offset, origin));
+  Outcome o;
+  if (rank_ == 0)
+    o = attempt([&] {
+      std::ostringstream meta;
+      meta << "{\"ph\":\"M\",\"pid\":0,\"name\":\"lpsgd\",\"args\":{\"version\":"
+           << trace::quote(build::version) << ",\"model\":" << trace::quote(cfg_.model)
+           << ",\"ranks\":" << world_ << ",\"gradient_sync\":" << trace::quote(sync_->describe())
+           << "}}";
+      write_file_atomic(cfg_.timeline, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n" + all +
+                                           meta.str() + "\n]}\n");
+    });
+  control_->share(o);
+  LPSGD_INFO("timeline " << cfg_.timeline << " (" << fixed(1e3 * (now_s() - t0), 0)
+                         << " ms to gather and write)");
+}
+
 TrainResult Run::go() {
   if (rank_ == 0) {
     LPSGD_INFO("model " << cfg_.model << ": " << model_->param_count() << " parameters ("
@@ -611,6 +663,7 @@ TrainResult Run::go() {
   }
   TrainResult res;
   if (interrupted_) {
+    write_timeline();
     res.interrupted = true;
     res.steps = step_;
     return res;
@@ -618,6 +671,7 @@ TrainResult Run::go() {
   evaluate("final");
   // A finished run always leaves a checkpoint to inspect, compare or continue.
   if (!cfg_.checkpoint_dir.empty() && last_ckpt_step_ != step_) save();
+  write_timeline();
   res.steps = step_;
   res.epochs = epoch_progress();
   res.test_loss = last_test_.mean_loss();

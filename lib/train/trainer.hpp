@@ -49,6 +49,7 @@ struct TrainConfig {
   int64_t eval_every = -1;            ///< steps; -1: every epoch; 0: only at the end
   std::string metrics;                ///< JSON-lines file ("" none)
   std::string step_trace;             ///< per-step timing files PREFIX.rank<R>.tsv ("" none)
+  std::string timeline;               ///< Chrome trace-event JSON of the run, all ranks ("" none)
   ProgressMode progress = ProgressMode::Auto;
   double progress_every_s = 10;       ///< period of progress lines (not on a terminal)
   // Data loading.

@@ -6,6 +6,7 @@
 #   determinism: the same run twice ends with bitwise identical parameters;
 #   the same for cnn:lenet (oneDNN convolutions on the CPU): P = 1, 2, 4 on
 #     one trajectory, and the same run twice bitwise;
+#   the --trace timeline of a 4-rank run (trace_check.py);
 #   bad options and a dataset that does not fit the model: one error line.
 set -u
 LPSGD=$1
@@ -39,10 +40,14 @@ compare() {
 
 train p1 1 --batch 128
 train p2 2 --batch 64 --step-trace "$tmp/trace/p2"
-train p4 4 --batch 32
+train p4 4 --batch 32 --trace "$tmp/p4.trace.json"
 train p2-rb 2 --batch 64 --sync reduce-bcast
 train p4-rb 4 --batch 32 --sync reduce-bcast --overlap off
 compare "$tmp/p1.jsonl" "$tmp/p2.jsonl" "$tmp/p4.jsonl" "$tmp/p2-rb.jsonl" "$tmp/p4-rb.jsonl"
+
+# The timeline of p4: every rank on one clock, spans nested, one collective
+# per bucket per step (tests/e2e/trace_check.py).
+/usr/bin/python3 "$here/trace_check.py" "$tmp/p4.trace.json" --ranks 4 --steps 50 || fails=$((fails + 1))
 
 # The step trace of p2: a header and one line per step on each rank, waits
 # within apply, one wait per bucket; steps.py reads both ranks.
@@ -104,6 +109,8 @@ expect_error 2 "--sync must be allreduce or reduce-bcast" -- \
   "${mpi[@]}" "$LPSGD" train --data "$data" --model mlp:64-32-4 --sync tree
 expect_error 2 "cannot open --step-trace file" -- \
   "$LPSGD" train --data "$data" --model mlp:64-32-4 --max-steps 1 --step-trace /proc/none/trace
+expect_error 2 "--trace .*: cannot write in" -- \
+  "$LPSGD" train --data "$data" --model mlp:64-32-4 --max-steps 1 --trace /proc/none/t.json
 expect_error 2 "--data is required" -- "$LPSGD" train --model mlp:64-32-4
 expect_error 2 "fewer than one global batch" -- \
   "$LPSGD" train --data "$data" --model mlp:64-32-4 --batch 4096

@@ -78,6 +78,7 @@ class LpBlocks : public Collective {
     else if (uncached_) dev_.reduce_add_uncached(args_.dtype, dst, a, b, n);
     else dev_.reduce_add(args_.dtype, dst, a, b, n);
   }
+  size_t blocks() const override { return k_; }
   size_t block_elems(size_t j) const { return std::min(elems_, args_.count - j * elems_); }
   size_t block_bytes_of(size_t j) const { return block_elems(j) * esize_; }
   const char* in_block(size_t j) const { return in_ + j * elems_ * esize_; }
