@@ -40,8 +40,10 @@ int run_train(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   if (rank == 0) {
     if (r.interrupted) return 0;
-    std::printf("lpsgd: done epochs=%.4g steps=%lld test_acc=%.4f samples_per_s=%.1f\n", r.epochs,
-                static_cast<long long>(r.steps), r.test_acc, r.samples_per_s);
+    char acc[32] = "none";  // no test split
+    if (r.tested) std::snprintf(acc, sizeof acc, "%.4f", r.test_acc);
+    std::printf("lpsgd: done epochs=%.4g steps=%lld test_acc=%s samples_per_s=%.1f\n", r.epochs,
+                static_cast<long long>(r.steps), acc, r.samples_per_s);
     std::fflush(stdout);
   }
   return 0;

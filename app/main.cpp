@@ -28,6 +28,8 @@ constexpr const char* kUsage =
     "  bench    benchmark broadcast/reduce/allreduce algorithms\n"
     "  data     import, synthesise and inspect HDF5 datasets\n"
     "  ckpt     inspect and verify checkpoints\n"
+    "  eval     loss, accuracy and per-class table of a checkpoint or ONNX model\n"
+    "  export   write a checkpoint's model as an ONNX inference graph\n"
     "\n"
     "  lpsgd --version         version, MPI library and device backends\n"
     "  lpsgd <command> --help  options of a command\n";
@@ -44,6 +46,8 @@ void print_version() {
   std::printf("backends: %s", build::backends);
   if (build::have_cuda) std::printf(" (GPUs visible: %d)", cuda_device_count());
   std::printf("\ncompute: %s\n", compute_libraries().c_str());
+  std::printf("models: spec strings%s\n", build::have_onnx ? ", ONNX (opsets 11-17 read, 13 written)"
+                                                            : " (built without ONNX)");
 }
 
 int dispatch(int argc, char** argv) {
@@ -66,8 +70,10 @@ int dispatch(int argc, char** argv) {
   if (cmd == "bench") return app::run_bench(sub_argc, sub_argv);
   if (cmd == "data") return app::run_data(sub_argc, sub_argv);
   if (cmd == "ckpt") return app::run_ckpt(sub_argc, sub_argv);
-  LPSGD_USAGE_ERROR("unknown command '" << cmd << "' (use train, bench, data or ckpt; see "
-                                        << "'lpsgd --help')");
+  if (cmd == "eval") return app::run_eval(sub_argc, sub_argv);
+  if (cmd == "export") return app::run_export(sub_argc, sub_argv);
+  LPSGD_USAGE_ERROR("unknown command '" << cmd << "' (use train, bench, data, ckpt, eval or "
+                                        << "export; see 'lpsgd --help')");
 }
 
 // ELF preinit runs before every shared library's constructor: the threads

@@ -43,7 +43,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& out) {
   train::TrainConfig& c = out.config;
   std::string schedule = "constant", sync = "allreduce", algo = "lp", block = "auto",
               overlap = "on", device = "cpu", links = "auto", progress = "auto",
-              checkpoint_failure = "warn";
+              checkpoint_failure = "warn", init = "file";
   double bucket_mb = 1, lr = 0.05, momentum = 0.9, weight_decay = 0, lr_gamma = 0.1, min_lr = 0;
   bool nesterov = false;
   int threads = 1;
@@ -51,7 +51,8 @@ bool parse_train_options(int argc, char** argv, TrainOptions& out) {
   po::options_description desc("lpsgd train options");
   desc.add_options()
     ("data", po::value(&c.data), "HDF5 dataset (lpsgd data import-idx / synth make one)")
-    ("model", po::value(&c.model)->default_value(c.model), "mlp:784-512-256-10, cnn:lenet or cnn:alexnet")
+    ("model", po::value(&c.model)->default_value(c.model), "mlp:784-512-256-10, cnn:lenet, cnn:alexnet, layers:... (as lpsgd ckpt info shows a checkpoint's) or FILE.onnx (an ONNX graph; see README, Your own model)")
+    ("init", po::value(&init)->default_value(init), "initial parameters of a model from a file: file (its own tensors, e.g. the ONNX initializers) or fresh (drawn from --seed, as for a spec)")
     ("epochs", po::value(&c.epochs)->default_value(c.epochs), "epochs to train")
     ("max-steps", po::value(&c.max_steps)->default_value(0), "stop after this many steps (0: no limit)")
     ("batch", po::value(&c.batch)->default_value(c.batch), "samples per rank per step")
@@ -121,6 +122,9 @@ bool parse_train_options(int argc, char** argv, TrainOptions& out) {
   if (checkpoint_failure != "warn" && checkpoint_failure != "abort")
     LPSGD_USAGE_ERROR("--checkpoint-failure must be warn or abort, got '" << checkpoint_failure << "'");
   c.checkpoint_failure_abort = checkpoint_failure == "abort";
+  if (init != "file" && init != "fresh")
+    LPSGD_USAGE_ERROR("--init must be file or fresh, got '" << init << "'");
+  c.init_fresh = init == "fresh";
   if (device != "cpu" && device != "cuda")
     LPSGD_USAGE_ERROR("--device must be cpu or cuda, got '" << device << "'");
   c.config_text = config_text(desc, vm);

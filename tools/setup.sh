@@ -43,6 +43,7 @@ PACKAGES=(
   slurm-wlm munge
   dataset-fashion-mnist
   python3-h5py python3-matplotlib python3-numpy
+  libonnx-dev libprotobuf-dev python3-onnx python3-venv python3-torch
   shellcheck
   clang clang-14 libclang-rt-14-dev libfuzzer-14-dev
   iproute2 hostname

@@ -133,6 +133,12 @@ void write_file(const std::string& path, const Checkpoint& c) {
   f.write_attr_fixed("config", m.config);
   f.write_attr_fixed("version", m.version);
   f.write_attr("wall_time", m.wall_time);
+  if (!m.input_shape.empty()) {
+    f.write_attr("input_shape", std::vector<double>(m.input_shape.begin(), m.input_shape.end()));
+    f.write_attr_fixed("input_type", m.input_type);
+    f.write_attr("input_scale", m.input_scale);
+    f.write_attr("input_shift", m.input_shift);
+  }
   f.write_attr("checksum", c.checksum);
   for (const char* group : kGroups)
     write_group(f, group, group == kGroups[0] ? c.params : c.optimizer);
@@ -210,6 +216,21 @@ void read_meta(const h5::File& f, Checkpoint& c) {
   m.version = f.read_attr_fixed_string("version");
   m.wall_time = f.read_attr_double("wall_time");
   c.checksum = f.read_attr_uint64("checksum");
+  if (f.has_attr("input_shape")) {
+    for (const char* name : {"input_type", "input_scale", "input_shift"}) require_attr(f, name);
+    for (double d : f.read_attr_doubles("input_shape")) {
+      if (!(d >= 1 && d <= double(1 << 30)) || d != static_cast<double>(static_cast<int64_t>(d)))
+        throw Damaged{"attribute input_shape holds " + std::to_string(d)};
+      m.input_shape.push_back(static_cast<int64_t>(d));
+    }
+    m.input_type = f.read_attr_fixed_string("input_type");
+    m.input_scale = f.read_attr_doubles("input_scale");
+    m.input_shift = f.read_attr_doubles("input_shift");
+    if (m.input_shape.size() != 3 || (m.input_type != "uint8" && m.input_type != "float32") ||
+        m.input_scale.size() != static_cast<size_t>(m.input_shape[0]) ||
+        m.input_shift.size() != m.input_scale.size())
+      throw Damaged{"attributes input_shape, input_type, input_scale and input_shift do not fit together"};
+  }
 }
 
 void read_group(const h5::File& f, const char* group, std::vector<CkptTensor>& out) {

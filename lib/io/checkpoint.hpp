@@ -19,6 +19,11 @@
 //                config, version) and checksum (uint64). Strings are
 //                fixed-length (h5py returns bytes), so they sit inside the
 //                checksummed metadata rather than in HDF5's global heap.
+//                Optional (written since ONNX export, issue 34; absent in
+//                older checkpoints): input_shape (double[], the per-sample
+//                shape of the data), input_type ("uint8" or "float32"),
+//                input_scale and input_shift (double[] per channel: what the
+//                loader applied), which `lpsgd export` needs.
 //   /params      attribute count (int64); one dataset per tensor, in order,
 //                named "00000_NAME" (index zero-padded to 5 digits, '/' in NAME
 //                replaced by '_'), float32, contiguous, shaped like the tensor
@@ -58,10 +63,16 @@ struct CkptMeta {
   uint64_t rng_counter = 0;  ///< Philox counter position for dropout etc.
   int ranks = 0;             ///< P it was written at
   int64_t batch = 0;         ///< per-rank batch at write time
-  std::string model;         ///< model spec, e.g. "mlp:784-512-256-10"
+  std::string model;         ///< model spec, e.g. "mlp:784-512-256-10", or the layer list
+                             ///< (model::ModelDesc::canonical()) of a model from a file
   std::string config;        ///< full config as INI text (key = value lines)
   std::string version;       ///< lpsgd version (lpsgd/config.hpp)
   double wall_time = 0;      ///< unix time written
+  /// The data the model was trained on, as export needs it; empty when the
+  /// checkpoint predates them (optional attributes).
+  std::vector<int64_t> input_shape;     ///< per sample, [C, H, W]
+  std::string input_type;               ///< "uint8" or "float32"
+  std::vector<double> input_scale, input_shift;  ///< per channel (io::Loader)
 };
 
 struct Checkpoint {

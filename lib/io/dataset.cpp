@@ -53,6 +53,19 @@ DatasetAttrs read_attrs(const h5::File& file, int64_t channels, bool strings) {
   return a;
 }
 
+void input_scaling(SampleType type, const DatasetAttrs& attrs, int64_t channels,
+                   std::vector<float>& scale, std::vector<float>& shift) {
+  const float unit = type == SampleType::U8 ? 1.0f / 255.0f : 1.0f;
+  scale.clear();
+  shift.clear();
+  for (int64_t c = 0; c < channels; ++c) {
+    const auto sd = static_cast<float>(attrs.std.at(static_cast<size_t>(c)));
+    const auto mu = static_cast<float>(attrs.mean.at(static_cast<size_t>(c)));
+    scale.push_back(unit / sd);
+    shift.push_back(-mu / sd);
+  }
+}
+
 std::vector<std::string> split_names(const h5::File& file) {
   std::vector<std::string> out;
   for (const char* s : {"train", "test"})

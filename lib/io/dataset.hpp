@@ -75,6 +75,13 @@ Split open_split(const std::string& path, const std::string& split, size_t x_cac
 /// that risk. `lpsgd data info` still reads them.
 DatasetAttrs read_attrs(const h5::File& file, int64_t channels, bool strings = true);
 
+/// The per-channel scaling of the normalisation convention above, as float
+/// operations: x = float(v) * scale[c] + shift[c], scale = unit / std, shift =
+/// -mean / std (unit 1/255 for uint8, 1 for float32). The loader applies it;
+/// ONNX export writes the same numbers as its first nodes.
+void input_scaling(SampleType type, const DatasetAttrs& attrs, int64_t channels,
+                   std::vector<float>& scale, std::vector<float>& shift);
+
 /// Names of the splits ("train", "test") present in the file, in that order.
 std::vector<std::string> split_names(const h5::File& file);
 

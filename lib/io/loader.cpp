@@ -63,13 +63,7 @@ Loader::Loader(LoaderOptions opt) : opt_(std::move(opt)) {
                                 << " samples, fewer than one global batch of " << opt_.batch
                                 << " x " << opt_.world << " ranks = " << G);
 
-  const float unit = s.type == SampleType::U8 ? 1.0f / 255.0f : 1.0f;
-  for (int64_t c = 0; c < s.c; ++c) {
-    const auto sd = static_cast<float>(split_.attrs.std[static_cast<size_t>(c)]);
-    const auto mu = static_cast<float>(split_.attrs.mean[static_cast<size_t>(c)]);
-    scale_.push_back(unit / sd);
-    shift_.push_back(-mu / sd);
-  }
+  input_scaling(s.type, split_.attrs, s.c, scale_, shift_);
 
   if (!streaming_) {
     raw_.resize(sample_bytes * static_cast<size_t>(s.n));

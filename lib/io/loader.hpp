@@ -122,6 +122,10 @@ class Loader {
   /// num_classes, mean and std; class_names and source are not read (see read_attrs).
   const DatasetAttrs& attrs() const { return split_.attrs; }
   int64_t num_classes() const { return split_.attrs.num_classes; }
+  /// The scaling every sample gets, per channel: x = float(v) * scale + shift
+  /// (float(v) = v / 255 for uint8 folded into scale; see dataset.hpp).
+  const std::vector<float>& input_scale() const { return scale_; }
+  const std::vector<float>& input_shift() const { return shift_; }
   bool streaming() const { return streaming_; }
   /// Rows per streaming chunk (the unit of the chunk-level shuffle).
   int64_t chunk_rows() const { return chunk_rows_; }

@@ -20,17 +20,31 @@ void AffineLayer::do_prepare(int64_t batch) {
     dx_mem_.reserve(static_cast<size_t>(input_shape().with_batch(batch).numel()) * sizeof(float));
 }
 
+void AffineLayer::declare_params(const Shape& weight, Init weight_init, int64_t fan_in,
+                                 int64_t fan_out, int64_t outputs) {
+  params_.push_back(Param{"weight", weight, weight_init, fan_in, fan_out, {}, {}});
+  outputs_ = outputs;
+  if (bias_) {
+    params_.push_back(Param{"bias", Shape{outputs}, Init::Zero, fan_in, fan_out, {}, {}});
+  } else {
+    auto* zeros = static_cast<float*>(no_bias_.reserve(2 * static_cast<size_t>(outputs) * sizeof(float)));
+    dev_.zero(zeros, static_cast<size_t>(outputs) * sizeof(float));
+  }
+}
+
 const Tensor& AffineLayer::do_forward(const Tensor& x, Mode) {
   x_ = x;
   y_ = y_mem_.tensor(output_shape().with_batch(batch()));
-  plan(batch()).forward(y_.data(), x.data(), params_[0].value.data(), params_[1].value.data());
+  const float* b = bias_ ? params_[1].value.data() : static_cast<float*>(no_bias_.reserve(0));
+  plan(batch()).forward(y_.data(), x.data(), params_[0].value.data(), b);
   return y_;
 }
 
 const Tensor& AffineLayer::do_backward(const Tensor& dy) {
   if (input_grad_) dx_ = dx_mem_.tensor(x_.shape());
-  plan(batch()).backward(input_grad_ ? dx_.data() : nullptr, params_[0].grad.data(),
-                         params_[1].grad.data(), dy.data(), params_[0].value.data());
+  float* db = bias_ ? params_[1].grad.data() : static_cast<float*>(no_bias_.reserve(0)) + outputs_;
+  plan(batch()).backward(input_grad_ ? dx_.data() : nullptr, params_[0].grad.data(), db, dy.data(),
+                         params_[0].value.data());
   return input_grad_ ? dx_ : none_;
 }
 

@@ -1,121 +1,83 @@
-// Parses model spec strings (see builder.hpp for the grammar).
+// Model descriptions to layers (see builder.hpp).
 #include "nn/builder.hpp"
 
-#include <cctype>
 #include <vector>
 
 #include "core/error.hpp"
 #include "nn/layers.hpp"
 
 namespace lpsgd::nn {
-namespace {
 
-constexpr const char* kForms =
-    "use mlp:IN-H1-...-OUT (e.g. mlp:784-512-256-10), cnn:lenet or cnn:alexnet";
+std::vector<int64_t> dims_of(const Shape& shape) {
+  std::vector<int64_t> d;
+  for (int i = 0; i < shape.rank(); ++i) d.push_back(shape[i]);
+  return d;
+}
 
-std::vector<int64_t> parse_widths(const std::string& spec, const std::string& body) {
-  std::vector<int64_t> widths;
-  size_t i = 0;
-  while (true) {
-    size_t j = i;
-    while (j < body.size() && std::isdigit(static_cast<unsigned char>(body[j]))) ++j;
-    if (j == i || j - i > 9)
-      LPSGD_USAGE_ERROR("bad model spec '" << spec << "': expected a layer width at position "
-                                           << 4 + i << "; " << kForms);
-    const int64_t w = std::stoll(body.substr(i, j - i));
-    if (w < 1) LPSGD_USAGE_ERROR("bad model spec '" << spec << "': widths must be >= 1");
-    widths.push_back(w);
-    if (j == body.size()) break;
-    if (body[j] != '-')
-      LPSGD_USAGE_ERROR("bad model spec '" << spec << "': unexpected '" << body[j] << "'; "
-                                           << kForms);
-    i = j + 1;
+Shape shape_of(const std::vector<int64_t>& dims) {
+  if (dims.empty() || dims.size() > static_cast<size_t>(Shape::kMaxRank))
+    LPSGD_USAGE_ERROR("a per-sample shape needs 1 to " << Shape::kMaxRank << " extents, got "
+                                                       << model::shape_str(dims));
+  // with_batch prepends: from the last extent to the first.
+  Shape s{dims.back()};
+  for (size_t i = dims.size() - 1; i-- > 0;) s = s.with_batch(dims[i]);
+  return s;
+}
+
+std::unique_ptr<Model> build_model(Device& dev, const model::ModelDesc& desc,
+                                   const Shape& input_shape, uint64_t seed, bool given_params) {
+  using model::LayerKind;
+  // The shapes first, with the description's own messages (naming an ONNX node).
+  std::vector<int64_t> shape = dims_of(input_shape);
+  for (const model::LayerDesc& l : desc.layers) shape = model::output_shape(l, shape);
+  size_t last_affine = desc.layers.size();
+  for (size_t i = 0; i < desc.layers.size(); ++i)
+    if (desc.layers[i].kind == LayerKind::Conv || desc.layers[i].kind == LayerKind::Linear)
+      last_affine = i;
+
+  auto m = std::make_unique<Model>(dev, input_shape);
+  for (size_t i = 0; i < desc.layers.size(); ++i) {
+    const model::LayerDesc& l = desc.layers[i];
+    const Init init = i == last_affine ? Init::XavierUniform : Init::HeNormal;
+    const Window w{l.kernel_h, l.kernel_w, l.stride_h, l.stride_w, l.pad_h, l.pad_w};
+    switch (l.kind) {
+      case LayerKind::Conv: m->emplace<Conv2d>(l.out, w, init, l.bias); break;
+      case LayerKind::Linear: m->emplace<Linear>(l.out, init, l.bias); break;
+      case LayerKind::MaxPool: m->emplace<MaxPool2d>(w); break;
+      case LayerKind::Relu: m->emplace<ReLU>(); break;
+      case LayerKind::Flatten: m->emplace<Flatten>(); break;
+      case LayerKind::Dropout: m->emplace<Dropout>(l.p); break;
+    }
   }
-  if (widths.size() < 2)
-    LPSGD_USAGE_ERROR("bad model spec '" << spec << "': an mlp needs at least an input and an "
-                                         << "output width; " << kForms);
-  return widths;
-}
+  if (desc.layers.empty()) LPSGD_USAGE_ERROR("model '" << desc.spec << "' has no layers");
+  m->finalize(seed);
+  if (!given_params) return m;
 
-void build_mlp(Model& m, const std::string& spec, const std::string& body) {
-  const std::vector<int64_t> widths = parse_widths(spec, body);
-  const Shape& in = m.input_shape();
-  if (widths[0] != in.numel())
-    LPSGD_USAGE_ERROR("model spec '" << spec << "' starts with width " << widths[0]
-                                     << " but the input " << in.str() << " has " << in.numel()
-                                     << " values per sample");
-  if (in.rank() != 1) m.emplace<Flatten>();
-  for (size_t i = 1; i < widths.size(); ++i) {
-    const bool last = i + 1 == widths.size();
-    m.emplace<Linear>(widths[i], last ? Init::XavierUniform : Init::HeNormal);
-    if (!last) m.emplace<ReLU>();
+  for (size_t i = 0; i < desc.layers.size(); ++i) {
+    const model::LayerDesc& l = desc.layers[i];
+    std::vector<Param>& ps = m->layer(i).params();
+    if (ps.empty()) continue;
+    const std::string who = l.origin.empty() ? "layer " + std::to_string(i) : l.origin;
+    if (l.params.size() != ps.size())
+      LPSGD_USAGE_ERROR(who << " carries " << l.params.size() << " tensors, the layer has "
+                            << ps.size());
+    for (size_t k = 0; k < ps.size(); ++k) {
+      const model::Tensor& t = l.params[k];
+      if (t.shape != dims_of(ps[k].shape) ||
+          t.data.size() != static_cast<size_t>(ps[k].shape.numel()))
+        LPSGD_USAGE_ERROR(who << ": " << ps[k].name << " '" << t.name << "' is "
+                              << model::shape_str(t.shape) << ", the layer's is "
+                              << ps[k].shape.str());
+      dev.copy_from_host(ps[k].value.data(), t.data.data(), t.data.size() * sizeof(float));
+    }
   }
+  dev.synchronize();
+  return m;
 }
-
-void build_lenet(Model& m, const std::string& spec) {
-  if (m.input_shape().rank() != 3)
-    LPSGD_USAGE_ERROR("model spec '" << spec << "' needs image input [C, H, W], got "
-                                     << m.input_shape().str());
-  m.emplace<Conv2d>(32, 5, 1, 2);
-  m.emplace<ReLU>();
-  m.emplace<MaxPool2d>(2);
-  m.emplace<Conv2d>(64, 5, 1, 2);
-  m.emplace<ReLU>();
-  m.emplace<MaxPool2d>(2);
-  m.emplace<Flatten>();
-  m.emplace<Linear>(512);
-  m.emplace<ReLU>();
-  m.emplace<Linear>(10, Init::XavierUniform);
-}
-
-// AlexNet's pattern for small images (28x28 and up): five 3x3 convolutions
-// (64, 192, 384, 256, 256 channels; a 2x2 max pool after the first, second
-// and fifth), then fully connected layers of 4096, 4096 and the classes. On
-// 1x28x28 inputs: 28.5 M parameters, 26 M of them in the fully connected
-// layers, whose gradients backward produces first: their exchange can run
-// while the convolutions' backward computes (the regime where communication
-// and compute are both large).
-void build_alexnet(Model& m, const std::string& spec) {
-  if (m.input_shape().rank() != 3)
-    LPSGD_USAGE_ERROR("model spec '" << spec << "' needs image input [C, H, W], got "
-                                     << m.input_shape().str());
-  m.emplace<Conv2d>(64, 3, 1, 1);
-  m.emplace<ReLU>();
-  m.emplace<MaxPool2d>(2);
-  m.emplace<Conv2d>(192, 3, 1, 1);
-  m.emplace<ReLU>();
-  m.emplace<MaxPool2d>(2);
-  m.emplace<Conv2d>(384, 3, 1, 1);
-  m.emplace<ReLU>();
-  m.emplace<Conv2d>(256, 3, 1, 1);
-  m.emplace<ReLU>();
-  m.emplace<Conv2d>(256, 3, 1, 1);
-  m.emplace<ReLU>();
-  m.emplace<MaxPool2d>(2);
-  m.emplace<Flatten>();
-  m.emplace<Linear>(4096);
-  m.emplace<ReLU>();
-  m.emplace<Linear>(4096);
-  m.emplace<ReLU>();
-  m.emplace<Linear>(10, Init::XavierUniform);
-}
-
-}  // namespace
 
 std::unique_ptr<Model> build_model(Device& dev, const std::string& spec, const Shape& input_shape,
                                    uint64_t seed) {
-  auto m = std::make_unique<Model>(dev, input_shape);
-  if (spec.rfind("mlp:", 0) == 0) {
-    build_mlp(*m, spec, spec.substr(4));
-  } else if (spec == "cnn:lenet") {
-    build_lenet(*m, spec);
-  } else if (spec == "cnn:alexnet") {
-    build_alexnet(*m, spec);
-  } else {
-    LPSGD_USAGE_ERROR("unknown model spec '" << spec << "'; " << kForms);
-  }
-  m->finalize(seed);
-  return m;
+  return build_model(dev, model::from_spec(spec, dims_of(input_shape)), input_shape, seed);
 }
 
 }  // namespace lpsgd::nn

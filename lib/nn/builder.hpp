@@ -1,32 +1,42 @@
-// Builds a Model from a spec string, the form models take on the command line
-// and in job configs:
+// Builds a Model from a model description (model/desc.hpp): one nn layer per
+// description layer, in order, so layer i of the Model is layer i of the
+// description and its tensors are "layers.i.weight" / "layers.i.bias" in
+// checkpoints and exports.
 //
-//   mlp:784-512-256-10   Linear layers of those widths (the first number is the
-//                        input size) with ReLU between them and none after the
-//                        last; a Flatten first when the input is an image.
-//   cnn:lenet            conv5x5-32 (pad 2), ReLU, maxpool 2, conv5x5-64 (pad 2),
-//                        ReLU, maxpool 2, flatten, fc-512, ReLU, fc-10, for
-//                        [C, H, W] input (1x28x28 for (Fashion-)MNIST).
-//   cnn:alexnet          AlexNet's pattern for small images: conv3x3 (pad 1) of
-//                        64, 192, 384, 256, 256 channels with ReLU, maxpool 2
-//                        after the 1st, 2nd and 5th; flatten, fc-4096, ReLU,
-//                        fc-4096, ReLU, fc-10 (28.5 M parameters on 1x28x28).
+// The spec strings (mlp:784-512-256-10, cnn:lenet, cnn:alexnet, layers:...)
+// become descriptions in model::from_spec; ONNX graphs in model::read_onnx.
+// This builder does not know which one a description came from.
 //
-// Hidden layers use He initialisation, the final classifier Xavier.
+// Parameters drawn from the seed: He initialisation for the layers with
+// weights, Xavier for the last of them (the classifier); each tensor from its
+// own Philox stream (Model::finalize), so a description built twice with one
+// seed gives the same values whatever its source.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
 
+#include "model/desc.hpp"
 #include "nn/model.hpp"
 
 namespace lpsgd::nn {
 
-/// A finalized model for `spec` on `dev` (borrowed), input_shape per sample,
-/// parameters drawn from `seed`. A malformed spec or one that does not fit the
-/// input shape is a usage error naming the valid forms.
+/// A finalized model of `desc` on `dev` (borrowed) for per-sample input
+/// `input_shape`, parameters drawn from `seed`; with `given_params` the
+/// description's tensors (which every layer with weights must carry) replace
+/// them. A description that does not fit the input, or tensors of the wrong
+/// shape, are usage errors naming the layer.
+std::unique_ptr<Model> build_model(Device& dev, const model::ModelDesc& desc,
+                                   const Shape& input_shape, uint64_t seed,
+                                   bool given_params = false);
+
+/// The same for a spec string (see model::from_spec).
 std::unique_ptr<Model> build_model(Device& dev, const std::string& spec, const Shape& input_shape,
                                    uint64_t seed);
+
+/// `shape` as a list of extents, and back.
+std::vector<int64_t> dims_of(const Shape& shape);
+Shape shape_of(const std::vector<int64_t>& dims);
 
 }  // namespace lpsgd::nn

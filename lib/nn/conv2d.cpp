@@ -5,19 +5,29 @@
 
 namespace lpsgd::nn {
 
+std::string Window::str() const {
+  const auto two = [](int a, int b) {
+    return a == b ? std::to_string(a) : std::to_string(a) + "x" + std::to_string(b);
+  };
+  return std::to_string(kernel_h) + "x" + std::to_string(kernel_w) + ", s" +
+         two(stride_h, stride_w) + ", p" + two(pad_h, pad_w);
+}
+
 Conv2d::Conv2d(Device& dev, int64_t out_channels, int kernel, int stride, int padding,
                Init weight_init)
-    : AffineLayer(dev), out_channels_(out_channels), kernel_(kernel), stride_(stride),
-      padding_(padding), weight_init_(weight_init) {
-  if (out_channels < 1 || kernel < 1 || stride < 1 || padding < 0)
+    : Conv2d(dev, out_channels, Window::square(kernel, stride, padding), weight_init, true) {}
+
+Conv2d::Conv2d(Device& dev, int64_t out_channels, const Window& w, Init weight_init, bool bias)
+    : AffineLayer(dev, bias), out_channels_(out_channels), w_(w), weight_init_(weight_init) {
+  if (out_channels < 1 || w.kernel_h < 1 || w.kernel_w < 1 || w.stride_h < 1 || w.stride_w < 1 ||
+      w.pad_h < 0 || w.pad_w < 0)
     LPSGD_USAGE_ERROR("Conv2d: need out_channels, kernel, stride >= 1 and padding >= 0, got "
-                      << out_channels << ", " << kernel << ", " << stride << ", " << padding);
+                      << out_channels << ", " << w.str());
 }
 
 std::string Conv2d::describe() const {
   return "Conv2d(" + std::to_string(in_channels_) + "->" + std::to_string(out_channels_) + ", " +
-         std::to_string(kernel_) + "x" + std::to_string(kernel_) + ", s" +
-         std::to_string(stride_) + ", p" + std::to_string(padding_) + ")";
+         w_.str() + (has_bias() ? ")" : ", no bias)");
 }
 
 Shape Conv2d::do_setup(const Shape& input) {
@@ -25,17 +35,16 @@ Shape Conv2d::do_setup(const Shape& input) {
     LPSGD_USAGE_ERROR("Conv2d needs a per-sample input [C, H, W], got " << input.str());
   in_channels_ = input[0];
   g_ = kernels::make_window2d(static_cast<int>(input[0]), static_cast<int>(input[1]),
-                              static_cast<int>(input[2]), kernel_, kernel_, stride_, stride_,
-                              padding_, padding_);
-  if (g_.out_h < 1 || g_.out_w < 1)
-    LPSGD_USAGE_ERROR(describe() << ": a " << kernel_ << "x" << kernel_
+                              static_cast<int>(input[2]), w_.kernel_h, w_.kernel_w, w_.stride_h,
+                              w_.stride_w, w_.pad_h, w_.pad_w);
+  if (g_.out_h < 1 || g_.out_w < 1 || input[1] + 2 * w_.pad_h < w_.kernel_h ||
+      input[2] + 2 * w_.pad_w < w_.kernel_w)
+    LPSGD_USAGE_ERROR(describe() << ": a " << w_.kernel_h << "x" << w_.kernel_w
                                  << " kernel does not fit input " << input.str()
-                                 << " with padding " << padding_);
-  const int64_t k2 = int64_t{kernel_} * kernel_;
-  params_.push_back(Param{"weight", Shape{out_channels_, in_channels_, kernel_, kernel_},
-                          weight_init_, in_channels_ * k2, out_channels_ * k2, {}, {}});
-  params_.push_back(
-      Param{"bias", Shape{out_channels_}, Init::Zero, in_channels_ * k2, out_channels_ * k2, {}, {}});
+                                 << " with padding " << w_.pad_h << "x" << w_.pad_w);
+  const int64_t k2 = int64_t{w_.kernel_h} * w_.kernel_w;
+  declare_params(Shape{out_channels_, in_channels_, w_.kernel_h, w_.kernel_w}, weight_init_,
+                 in_channels_ * k2, out_channels_ * k2, out_channels_);
   return Shape{out_channels_, g_.out_h, g_.out_w};
 }
 

@@ -18,6 +18,8 @@ namespace lpsgd::nn {
 /// into the same pass (Model::finalize fuses a ReLU that follows). The work is
 /// a plan from the Device (device/plans.hpp: oneDNN on the CPU, cuDNN or cuBLAS
 /// on the GPU), made once per batch size, by prepare() or on first use.
+/// Without a bias (models from ONNX may have none) the layer has one Param,
+/// the weight; its plans then add a zero bias whose gradient is dropped.
 class AffineLayer : public Layer {
  public:
   /// Ends forward with max(., 0); the ReLU layer behind then only masks the
@@ -25,10 +27,15 @@ class AffineLayer : public Layer {
   void set_relu(bool on) { relu_ = on; }
   bool relu() const { return relu_; }
   std::string impl(int64_t batch) override { return plan(batch).impl(); }
+  bool has_bias() const { return bias_; }
 
  protected:
-  explicit AffineLayer(Device& dev) : Layer(dev), y_mem_(dev), dx_mem_(dev) {}
+  AffineLayer(Device& dev, bool bias)
+      : Layer(dev), bias_(bias), y_mem_(dev), dx_mem_(dev), no_bias_(dev) {}
   virtual std::unique_ptr<AffinePlan> make_plan(int64_t batch) = 0;
+  /// Declares weight (and bias, when the layer has one) of these shapes.
+  void declare_params(const Shape& weight, Init weight_init, int64_t fan_in, int64_t fan_out,
+                      int64_t outputs);
 
  private:
   AffinePlan& plan(int64_t batch);
@@ -41,16 +48,20 @@ class AffineLayer : public Layer {
     bool input_grad, relu;
   };
   bool relu_ = false;
+  bool bias_;
   std::vector<std::pair<Key, std::unique_ptr<AffinePlan>>> plans_;
   Tensor x_, y_, dx_;
   Scratch y_mem_, dx_mem_;
+  // Without a bias: zeros, then room for the gradient nobody reads.
+  Scratch no_bias_;
+  int64_t outputs_ = 0;
 };
 
 /// y = x W^T + b. Input [in], output [out]; weight [out, in], bias [out].
 class Linear final : public AffineLayer {
  public:
   /// weight_init: HeNormal before a ReLU, XavierUniform for a final classifier.
-  Linear(Device& dev, int64_t out_features, Init weight_init = Init::HeNormal);
+  Linear(Device& dev, int64_t out_features, Init weight_init = Init::HeNormal, bool bias = true);
   std::string describe() const override;
 
  private:
@@ -61,13 +72,23 @@ class Linear final : public AffineLayer {
   Init weight_init_;
 };
 
-/// 2-D convolution, square kernel, same stride and zero padding on both axes.
-/// Input [C, H, W], output [out_channels, OH, OW] with OH = (H + 2p - k) / s + 1;
-/// weight [out_channels, C, k, k], bias [out_channels].
+/// A 2-D window: kernel, stride and zero padding (the same on both sides of
+/// an axis) per axis.
+struct Window {
+  int kernel_h, kernel_w, stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
+  /// Square: k x k, stride s, padding p on both axes.
+  static Window square(int k, int s, int p) { return Window{k, k, s, s, p, p}; }
+  std::string str() const;  ///< "5x5, s1, p2" (or "5x3, s1x2, p2x1")
+};
+
+/// 2-D convolution with zero padding. Input [C, H, W], output [out_channels,
+/// OH, OW] with OH = (H + 2 pad_h - kernel_h) / stride_h + 1 (OW alike);
+/// weight [out_channels, C, kernel_h, kernel_w], bias [out_channels].
 class Conv2d final : public AffineLayer {
  public:
   Conv2d(Device& dev, int64_t out_channels, int kernel, int stride = 1, int padding = 0,
          Init weight_init = Init::HeNormal);
+  Conv2d(Device& dev, int64_t out_channels, const Window& w, Init weight_init, bool bias);
   std::string describe() const override;
 
  private:
@@ -75,17 +96,19 @@ class Conv2d final : public AffineLayer {
   std::unique_ptr<AffinePlan> make_plan(int64_t batch) override;
 
   int64_t in_channels_ = 0, out_channels_;
-  int kernel_, stride_, padding_;
+  Window w_;
   Init weight_init_;
   kernels::Window2d g_{};
 };
 
-/// Max pooling, square window. Input [C, H, W], output [C, OH, OW] with
-/// OH = (H + 2p - k) / s + 1 (floor: a last partial window is dropped, as in
-/// PyTorch); padding (at most k / 2) never wins. stride 0 means stride = k.
+/// Max pooling. Input [C, H, W], output [C, OH, OW] with OH = (H + 2 pad_h -
+/// kernel_h) / stride_h + 1 (floor: a last partial window is dropped, as in
+/// PyTorch and ONNX); padding (at most half the window) never wins. A square
+/// window's stride 0 means stride = kernel.
 class MaxPool2d final : public Layer {
  public:
   MaxPool2d(Device& dev, int kernel, int stride = 0, int padding = 0);
+  MaxPool2d(Device& dev, const Window& w);
   std::string describe() const override;
   std::string impl(int64_t batch) override { return plan(batch).impl(); }
 
@@ -96,7 +119,7 @@ class MaxPool2d final : public Layer {
   const Tensor& do_backward(const Tensor& dy) override;
   MaxPool2dPlan& plan(int64_t batch);
 
-  int kernel_, stride_, padding_;
+  Window w_;
   kernels::Window2d g_{};
   std::vector<std::pair<int64_t, std::unique_ptr<MaxPool2dPlan>>> plans_;
   Tensor y_, dx_;

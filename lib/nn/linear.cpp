@@ -4,13 +4,14 @@
 
 namespace lpsgd::nn {
 
-Linear::Linear(Device& dev, int64_t out_features, Init weight_init)
-    : AffineLayer(dev), out_(out_features), weight_init_(weight_init) {
+Linear::Linear(Device& dev, int64_t out_features, Init weight_init, bool bias)
+    : AffineLayer(dev, bias), out_(out_features), weight_init_(weight_init) {
   if (out_features < 1) LPSGD_USAGE_ERROR("Linear: output size must be >= 1, got " << out_features);
 }
 
 std::string Linear::describe() const {
-  return "Linear(" + std::to_string(in_) + "->" + std::to_string(out_) + ")";
+  return "Linear(" + std::to_string(in_) + "->" + std::to_string(out_) +
+         (has_bias() ? ")" : ", no bias)");
 }
 
 Shape Linear::do_setup(const Shape& input) {
@@ -18,8 +19,7 @@ Shape Linear::do_setup(const Shape& input) {
     LPSGD_USAGE_ERROR("Linear needs a flat input, got per-sample shape "
                       << input.str() << "; put a Flatten in front of it");
   in_ = input[0];
-  params_.push_back(Param{"weight", Shape{out_, in_}, weight_init_, in_, out_, {}, {}});
-  params_.push_back(Param{"bias", Shape{out_}, Init::Zero, in_, out_, {}, {}});
+  declare_params(Shape{out_, in_}, weight_init_, in_, out_, out_);
   return Shape{out_};
 }
 

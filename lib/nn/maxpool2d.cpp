@@ -6,24 +6,27 @@
 namespace lpsgd::nn {
 
 MaxPool2d::MaxPool2d(Device& dev, int kernel, int stride, int padding)
-    : Layer(dev), kernel_(kernel), stride_(stride == 0 ? kernel : stride), padding_(padding),
-      y_mem_(dev), dx_mem_(dev) {
-  if (kernel < 1 || stride < 0 || padding < 0 || 2 * padding > kernel)
-    LPSGD_USAGE_ERROR("MaxPool2d: need kernel >= 1, stride >= 0 and 0 <= padding <= kernel/2, got "
-                      << kernel << ", " << stride << ", " << padding);
+    : MaxPool2d(dev, Window::square(kernel, stride == 0 ? kernel : stride, padding)) {
+  if (stride < 0) LPSGD_USAGE_ERROR("MaxPool2d: stride must be >= 0, got " << stride);
 }
 
-std::string MaxPool2d::describe() const {
-  return "MaxPool2d(" + std::to_string(kernel_) + "x" + std::to_string(kernel_) + ", s" +
-         std::to_string(stride_) + ", p" + std::to_string(padding_) + ")";
+MaxPool2d::MaxPool2d(Device& dev, const Window& w) : Layer(dev), w_(w), y_mem_(dev), dx_mem_(dev) {
+  if (w.kernel_h < 1 || w.kernel_w < 1 || w.stride_h < 0 || w.stride_w < 0 || w.pad_h < 0 ||
+      w.pad_w < 0 || 2 * w.pad_h > w.kernel_h || 2 * w.pad_w > w.kernel_w)
+    LPSGD_USAGE_ERROR("MaxPool2d: need kernel >= 1, stride >= 1 and 0 <= padding <= kernel/2, got "
+                      << w.str());
+  if (w_.stride_h == 0) w_.stride_h = w_.kernel_h;
+  if (w_.stride_w == 0) w_.stride_w = w_.kernel_w;
 }
+
+std::string MaxPool2d::describe() const { return "MaxPool2d(" + w_.str() + ")"; }
 
 Shape MaxPool2d::do_setup(const Shape& input) {
   if (input.rank() != 3)
     LPSGD_USAGE_ERROR("MaxPool2d needs a per-sample input [C, H, W], got " << input.str());
   g_ = kernels::make_window2d(static_cast<int>(input[0]), static_cast<int>(input[1]),
-                              static_cast<int>(input[2]), kernel_, kernel_, stride_, stride_,
-                              padding_, padding_);
+                              static_cast<int>(input[2]), w_.kernel_h, w_.kernel_w, w_.stride_h,
+                              w_.stride_w, w_.pad_h, w_.pad_w);
   if (g_.out_h < 1 || g_.out_w < 1)
     LPSGD_USAGE_ERROR(describe() << ": window does not fit input " << input.str());
   return Shape{input[0], g_.out_h, g_.out_w};

@@ -81,10 +81,17 @@ const Tensor& Model::forward(const Tensor& x, Mode mode) {
       h = &layer->forward(*h, mode);
       trace::complete(trace::Lane::Step, "layer", "fwd " + layer->describe(), t0, now_s());
     }
+    output_ = h;
     return *h;
   }
   for (auto& layer : layers_) h = &layer->forward(*h, mode);
+  output_ = h;
   return *h;
+}
+
+const Tensor& Model::logits() const {
+  LPSGD_CHECK(output_, "Model::logits before any forward");
+  return *output_;
 }
 
 const Tensor& Model::backward(const Tensor& dlogits, const LayerDoneFn& on_layer_done) {

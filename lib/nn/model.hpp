@@ -86,6 +86,9 @@ class Model {
                              const LayerDoneFn& on_layer_done = {});
   /// Inference: forward in Mode::Eval, no gradients, no dropout.
   LossStats evaluate(const Tensor& x, const int32_t* labels);
+  /// The logits [N, classes] of the last forward (or evaluate), valid until
+  /// the next one.
+  const Tensor& logits() const;
 
   /// Whether backward computes the gradient w.r.t. the model input (default
   /// off: a trainer never needs it; gradient checks do).
@@ -133,6 +136,7 @@ class Model {
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<ParamSlot> slots_;
   Tensor input_;  // the last forward's input, reshaped to [N] + input_shape_
+  const Tensor* output_ = nullptr;  // the last forward's output
   DeviceBuffer param_arena_, grad_arena_;  // empty once place_arenas() moved them
   float* params_ = nullptr;
   float* grads_ = nullptr;

@@ -20,6 +20,7 @@ struct MetricsRecord {
   uint64_t samples = 0;       ///< training samples consumed, all ranks, whole run
   double train_loss = 0, train_acc = 0;  ///< over the steps since the last record
   double test_loss = 0, test_acc = 0;
+  bool tested = true;  ///< false: no test split (test_loss and test_acc are written as null)
   double samples_per_s = 0;
   double train_s = 0, compute_s = 0, comm_s = 0, comm_wait_s = 0, data_s = 0;
   double eval_s = 0, ckpt_s = 0;

@@ -27,6 +27,7 @@
 #include "lpsgd/config.hpp"
 #include "nn/builder.hpp"
 #include "train/control.hpp"
+#include "train/model_source.hpp"
 #include "train/report.hpp"
 
 namespace lpsgd::train {
@@ -89,7 +90,9 @@ class Run {
   Device& dev_;
   TrainConfig cfg_;
   int rank_ = 0, world_ = 1;
-  std::unique_ptr<io::Loader> train_, test_;
+  std::unique_ptr<io::Loader> train_, test_;  // test_: null for a dataset without a test split
+  DataSpec data_;                             // what the model is fed
+  std::string model_name_;                    // the architecture checkpoints record
   std::unique_ptr<comm::Communicator> comm_;  // before model_: it owns the model's arenas
   std::unique_ptr<Control> control_;          // the ranks' agreements (after comm_, which it uses)
   std::unique_ptr<nn::Model> model_;
@@ -158,27 +161,45 @@ Run::Run(Device& dev, const TrainConfig& cfg) : dev_(dev), cfg_(cfg), bar_(cfg.p
     LPSGD_USAGE_ERROR("'" << cfg_.data << "' has " << train_->size()
                           << " training samples, fewer than one global batch of " << cfg_.batch
                           << " x " << world_ << " ranks; lower --batch");
-  lo.split = "test";
-  lo.batch = cfg_.eval_batch;
-  lo.shuffle = false;
-  lo.prefetch = 1;
-  lo.coverage = io::Coverage::All;
-  test_ = std::make_unique<io::Loader>(lo);
+  // A dataset without a test split trains all the same; nothing is evaluated.
+  bool has_test = false;
+  {
+    const io::h5::File f = io::h5::File::open_read(cfg_.data);
+    for (const std::string& name : io::split_names(f)) has_test = has_test || name == "test";
+  }
+  if (has_test) {
+    lo.split = "test";
+    lo.batch = cfg_.eval_batch;
+    lo.shuffle = false;
+    lo.prefetch = 1;
+    lo.coverage = io::Coverage::All;
+    test_ = std::make_unique<io::Loader>(lo);
+  } else if (rank_ == 0) {
+    LPSGD_INFO("'" << cfg_.data << "' has no test split: nothing will be evaluated "
+                   << "(the run reports training loss and accuracy only)");
+  }
 
   const io::SplitShape& sh = train_->shape();
-  const nn::Shape input{sh.c, sh.h, sh.w};
-  model_ = nn::build_model(dev_, cfg_.model, input, cfg_.seed);
-  const int64_t outputs = model_->output_shape().numel();
-  if (outputs != train_->num_classes())
-    LPSGD_USAGE_ERROR("model '" << cfg_.model << "' has " << outputs << " outputs but '"
-                                << cfg_.data << "' has " << train_->num_classes()
-                                << " classes; make the last layer " << train_->num_classes()
-                                << " wide");
-  const io::SplitShape& th = test_->shape();
-  if (th.c != sh.c || th.h != sh.h || th.w != sh.w)
-    LPSGD_USAGE_ERROR("'" << cfg_.data << "': test samples are " << th.c << "x" << th.h << "x"
-                          << th.w << " but training samples " << sh.c << "x" << sh.h << "x"
-                          << sh.w);
+  data_.path = cfg_.data;
+  data_.sample = {sh.c, sh.h, sh.w};
+  data_.type = sh.type;
+  data_.scale = train_->input_scale();
+  data_.shift = train_->input_shift();
+  data_.classes = train_->num_classes();
+  // The model, from a spec string or a file, as a description checked against
+  // the data; every rank reads it and fails alike.
+  const model::ModelDesc desc = load_model(cfg_.model, data_);
+  model_name_ = desc.spec;
+  const bool given = model::is_model_file(cfg_.model) && !cfg_.init_fresh && desc.has_params();
+  model_ = nn::build_model(dev_, desc, nn::shape_of(desc.input_shape), cfg_.seed, given);
+  if (test_) {
+    const io::SplitShape& th = test_->shape();
+    if (th.c != sh.c || th.h != sh.h || th.w != sh.w || th.type != sh.type)
+      LPSGD_USAGE_ERROR("'" << cfg_.data << "': test samples are " << th.c << "x" << th.h << "x"
+                            << th.w << " " << io::sample_type_name(th.type)
+                            << " but training samples " << sh.c << "x" << sh.h << "x" << sh.w
+                            << " " << io::sample_type_name(sh.type));
+  }
   // Plans and activation memory for both batch sizes now, not in the first step.
   model_->prepare(cfg_.batch);
   model_->prepare(cfg_.eval_batch);
@@ -282,7 +303,8 @@ io::Checkpoint Run::snapshot() {
   m.rng_counter = model_->rng_counter();
   m.ranks = world_;
   m.batch = cfg_.batch;
-  m.model = cfg_.model;
+  m.model = model_name_;
+  record_data(data_, m);
   m.config = cfg_.config_text;
   m.version = build::version;
   dev_.copy_to_host(host_params_.data(), model_->params().data(), host_params_.size() * 4);
@@ -330,9 +352,9 @@ void Run::save(bool periodic) {
 void Run::restore(io::Checkpoint& c) {
   // Rank 0 checks the file fits this model before anything is changed.
   const io::CkptMeta& m = c.meta;
-  if (m.model != cfg_.model)
+  if (m.model != model_name_)
     LPSGD_USAGE_ERROR("checkpoint was written for model '" << m.model << "', this run trains '"
-                                                           << cfg_.model
+                                                           << model_name_
                                                            << "'; use --resume none or another --checkpoint-dir");
   const auto& slots = model_->slots();
   if (c.params.size() != slots.size() || c.optimizer.size() != slots.size())
@@ -526,11 +548,11 @@ void Run::evaluate(const char* kind) {
   const double t0 = now_s();
   nn::LossStats local;
   io::Batch b;
-  const size_t sample = static_cast<size_t>(test_->shape().sample_elems());
+  const size_t sample = static_cast<size_t>(train_->shape().sample_elems());
   // No collective inside the loop: a rank whose test data cannot be read
   // leaves it early and every rank learns of it below.
   const Outcome read = attempt([&] {
-    while (test_->next(b)) {
+    while (test_ && test_->next(b)) {
       if (b.size == 0) continue;
       dev_.copy_from_host(x_.data(), b.x.data(), static_cast<size_t>(b.size) * sample * sizeof(float));
       dev_.copy_from_host(y_.data(), b.y.data(), static_cast<size_t>(b.size) * sizeof(int32_t));
@@ -558,6 +580,7 @@ void Run::evaluate(const char* kind) {
   r.train_acc = trained.accuracy();
   r.test_loss = test.mean_loss();
   r.test_acc = test.accuracy();
+  r.tested = test_ != nullptr;
   r.train_s = train_s_;
   r.samples_per_s = train_s_ > 0 ? static_cast<double>(run_samples_) / train_s_ : 0;
   r.comm_s = times_.comm_s;
@@ -575,8 +598,9 @@ void Run::evaluate(const char* kind) {
   if (rank_ == 0) {
     std::ostringstream os;
     os << "epoch " << fixed(r.epoch, 2) << " step " << step_ << ": train loss "
-       << fixed(r.train_loss, 4) << " acc " << fixed(r.train_acc, 4) << " | test loss "
-       << fixed(r.test_loss, 4) << " acc " << fixed(r.test_acc, 4) << " | "
+       << fixed(r.train_loss, 4) << " acc " << fixed(r.train_acc, 4) << " | ";
+    if (test_) os << "test loss " << fixed(r.test_loss, 4) << " acc " << fixed(r.test_acc, 4) << " | ";
+    os
        << fixed(r.samples_per_s, 0) << " samples/s, comm wait "
        << fixed(train_s_ > 0 ? 100.0 * times_.wait_s / train_s_ : 0.0, 1) << "%";
     bar_.line(os.str());
@@ -612,14 +636,17 @@ void Run::write_timeline() {
 
 TrainResult Run::go() {
   if (rank_ == 0) {
-    LPSGD_INFO("model " << cfg_.model << ": " << model_->param_count() << " parameters ("
+    LPSGD_INFO("model " << cfg_.model
+                        << (model_name_ != cfg_.model ? " (" + model_name_ + ")" : std::string())
+                        << ": " << model_->param_count() << " parameters ("
                         << fixed(static_cast<double>(model_->param_count()) * 4 / (1 << 20), 1) << " MiB)");
     LPSGD_INFO("compute: " << dev_.name() << "; " << compute_libraries());
     for (size_t l = 0; l < model_->num_layers(); ++l)
       LPSGD_DEBUG("layer " << model_->layer(l).describe() << ": "
                            << model_->layer(l).impl(cfg_.batch));
-    LPSGD_INFO("data " << cfg_.data << ": " << train_->size() << " train / " << test_->size()
-                       << " test samples" << (train_->streaming() ? " (streamed)" : ""));
+    LPSGD_INFO("data " << cfg_.data << ": " << train_->size() << " train / "
+                       << (test_ ? test_->size() : 0) << " test samples"
+                       << (train_->streaming() ? " (streamed)" : ""));
     LPSGD_INFO(world_ << " rank" << (world_ == 1 ? "" : "s") << " x batch " << cfg_.batch
                       << " = " << cfg_.batch * world_ << " per step, "
                       << train_->batches_per_epoch() << " steps per epoch, " << total_steps_
@@ -676,6 +703,7 @@ TrainResult Run::go() {
   res.epochs = epoch_progress();
   res.test_loss = last_test_.mean_loss();
   res.test_acc = last_test_.accuracy();
+  res.tested = test_ != nullptr;
   res.samples_per_s = train_s_ > 0 ? static_cast<double>(run_samples_) / train_s_ : 0;
   res.checksum = last_checksum_;
   LPSGD_INFO("final parameters: checksum " << res.checksum);

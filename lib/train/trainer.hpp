@@ -29,7 +29,10 @@ namespace lpsgd::train {
 struct TrainConfig {
   // What to train on.
   std::string data;                   ///< HDF5 dataset (lpsgd data layout)
-  std::string model = "mlp:784-512-256-10";
+  std::string model = "mlp:784-512-256-10";  ///< a spec string or FILE.onnx
+  /// A model from a file starts from the file's tensors (ONNX initializers);
+  /// true draws them from the seed instead, as for a spec string.
+  bool init_fresh = false;
   int64_t epochs = 10;
   int64_t max_steps = 0;              ///< stop at this step (0: no limit besides epochs);
                                       ///< the LR schedule still spans the epochs
@@ -75,6 +78,7 @@ struct TrainResult {
   int64_t steps = 0;          ///< optimizer updates done in total (resumed ones included)
   double epochs = 0;          ///< epochs completed, fractional
   double test_loss = 0, test_acc = 0;
+  bool tested = true;         ///< false: the dataset has no test split
   double samples_per_s = 0;   ///< training samples per second, this run, all ranks
   std::string checksum;       ///< of the final parameters (hex)
   bool interrupted = false;   ///< stopped by a signal after a checkpoint

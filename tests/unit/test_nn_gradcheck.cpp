@@ -356,3 +356,91 @@ TEST_F(GradCheck, WholeCnnWithLoss) {
     return Vec{ref_xent(ref_linear(h, 3, 5, p[6], p[7], 3), 3, 3, labels)};
   }, &labels);
 }
+
+// Models from ONNX (issue 34): rectangular windows with their own stride and
+// padding per axis, and layers without a bias.
+namespace {
+
+struct Win {
+  int kh, kw, sh, sw, ph, pw;
+};
+
+Vec ref_conv_rect(const Vec& x, const Img& d, const Vec& w, const Vec* b, int cout, const Win& g) {
+  const int oh = (d.h + 2 * g.ph - g.kh) / g.sh + 1, ow = (d.w + 2 * g.pw - g.kw) / g.sw + 1;
+  Vec y(static_cast<size_t>(d.n) * cout * oh * ow);
+  for (int n = 0; n < d.n; ++n)
+    for (int co = 0; co < cout; ++co)
+      for (int i = 0; i < oh; ++i)
+        for (int j = 0; j < ow; ++j) {
+          double sum = b ? (*b)[co] : 0.0;
+          for (int c = 0; c < d.c; ++c)
+            for (int ki = 0; ki < g.kh; ++ki)
+              for (int kj = 0; kj < g.kw; ++kj) {
+                const int ih = i * g.sh - g.ph + ki, iw = j * g.sw - g.pw + kj;
+                if (ih < 0 || ih >= d.h || iw < 0 || iw >= d.w) continue;
+                sum += x[((n * d.c + c) * d.h + ih) * d.w + iw] *
+                       w[((co * d.c + c) * g.kh + ki) * g.kw + kj];
+              }
+          y[((n * cout + co) * oh + i) * ow + j] = sum;
+        }
+  return y;
+}
+
+Vec ref_maxpool_rect(const Vec& x, const Img& d, const Win& g) {
+  const int oh = (d.h + 2 * g.ph - g.kh) / g.sh + 1, ow = (d.w + 2 * g.pw - g.kw) / g.sw + 1;
+  Vec y(static_cast<size_t>(d.n) * d.c * oh * ow);
+  for (int pl = 0; pl < d.n * d.c; ++pl)
+    for (int i = 0; i < oh; ++i)
+      for (int j = 0; j < ow; ++j) {
+        double m = -INFINITY;
+        for (int ki = 0; ki < g.kh; ++ki)
+          for (int kj = 0; kj < g.kw; ++kj) {
+            const int ih = i * g.sh - g.ph + ki, iw = j * g.sw - g.pw + kj;
+            if (ih >= 0 && ih < d.h && iw >= 0 && iw < d.w)
+              m = std::max(m, x[(pl * d.h + ih) * d.w + iw]);
+          }
+        y[(pl * oh + i) * ow + j] = m;
+      }
+  return y;
+}
+
+}  // namespace
+
+TEST_F(GradCheck, Conv2dRectangularWindowsWithAndWithoutBias) {
+  const Win wins[] = {{3, 2, 1, 2, 1, 0}, {2, 3, 2, 1, 0, 1}, {1, 3, 1, 1, 0, 1}, {3, 3, 2, 1, 1, 0}};
+  for (const Win& g : wins)
+    for (bool bias : {true, false}) {
+      SCOPED_TRACE(::testing::Message() << g.kh << "x" << g.kw << " s" << g.sh << "x" << g.sw
+                                        << " p" << g.ph << "x" << g.pw << (bias ? "" : " no bias"));
+      Model m(*dev, Shape{3, 5, 6});
+      m.emplace<Conv2d>(4, Window{g.kh, g.kw, g.sh, g.sw, g.ph, g.pw}, Init::HeNormal, bias);
+      m.finalize(4);
+      ASSERT_EQ(m.layer(0).params().size(), bias ? 2u : 1u);
+      const Img d{2, 3, 5, 6};
+      gradcheck(m, Shape{2, 3, 5, 6}, [&](const Vec& x, const Params& p) {
+        return ref_conv_rect(x, d, p[0], bias ? &p[1] : nullptr, 4, g);
+      });
+    }
+}
+
+TEST_F(GradCheck, MaxPoolRectangularWindows) {
+  const Win wins[] = {{3, 2, 2, 1, 1, 0}, {2, 3, 1, 2, 0, 1}};
+  for (const Win& g : wins) {
+    Model m(*dev, Shape{2, 5, 7});
+    m.emplace<MaxPool2d>(Window{g.kh, g.kw, g.sh, g.sw, g.ph, g.pw});
+    m.finalize(3);
+    const Img d{3, 2, 5, 7};
+    gradcheck(m, Shape{3, 2, 5, 7}, [&](const Vec& x, const Params&) { return ref_maxpool_rect(x, d, g); });
+  }
+}
+
+TEST_F(GradCheck, LinearWithoutBias) {
+  Model m(*dev, Shape{7});
+  m.emplace<Linear>(5, Init::HeNormal, /*bias=*/false);
+  m.finalize(1);
+  ASSERT_EQ(m.param_count(), 35u);
+  const Vec zero(5, 0.0);
+  gradcheck(m, Shape{3, 7}, [&](const Vec& x, const Params& p) {
+    return ref_linear(x, 3, 7, p[0], zero, 5);
+  });
+}
