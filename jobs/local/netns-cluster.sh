@@ -4,7 +4,7 @@
 # MPI over TCP between them — so LP's inter-node chain crosses a real network
 # stack with limited bandwidth. Needs root.
 #
-#   netns-cluster.sh up --nodes N [--rate 400mbit] [--topology switch|chain]
+#   netns-cluster.sh up --nodes N [--rate 400mbit] [--topology switch|chain] [--queue 100ms]
 #                       [--delay 1ms] [--loss 0.1%]     (only with netem; this kernel has none)
 #   netns-cluster.sh run [--ranks-per-node R] [--timeout S] -- lpsgd ARGS...
 #   netns-cluster.sh link I down|up|rate RATE           (faults: the link of node I on a
@@ -22,6 +22,9 @@
 #   chain   node i has a link to node i+1 (its "right", their "left"), shaped in
 #           both directions; nodes forward, so any node reaches any other along
 #           the chain (a route per node address).
+# Every shaped link queues at most --queue of traffic at its rate (tbf's
+# latency; default 100ms, a deep buffer: 6 MB at 500mbit; a datacenter
+# switch port buffers a few ms, e.g. --queue 2ms); more is dropped.
 # `run` starts R ranks in every node under one Open MPI job: mpirun runs in
 # lpsgd-n0 and starts its daemons through an rsh agent that enters each
 # node's namespace (hostnames = namespace names), TCP between nodes and shared
@@ -45,13 +48,14 @@ ns() { echo "$PREFIX-n$1"; }
 inns() { local n=$1; shift; ip netns exec "$n" "$@"; }
 node_addr() { echo "198.18.0.$(($1 + 1))"; }
 
-# tbf on one interface: burst of 1 ms at the rate (at least 32 KiB), queue of 100 ms.
-shape() {  # NAMESPACE IFACE RATE [change]
-  local bytes_per_s burst verb=${4:-add}
+# tbf on one interface: burst of 1 ms at the rate (at least 32 KiB), a queue
+# of QUEUE (tc's latency: what waits longer than that at the rate is dropped).
+shape() {  # NAMESPACE IFACE RATE QUEUE [change]
+  local bytes_per_s burst verb=${5:-add}
   bytes_per_s=$(rate_bytes "$3")
   burst=$((bytes_per_s / 1000))
   ((burst < 32768)) && burst=32768
-  inns "$1" tc qdisc "$verb" dev "$2" root tbf rate "$3" burst "$burst" latency 100ms
+  inns "$1" tc qdisc "$verb" dev "$2" root tbf rate "$3" burst "$burst" latency "$4"
 }
 # A tc rate (400mbit, 1gbit, 100mbps, 10kbit ...) in bytes per second.
 rate_bytes() {
@@ -72,6 +76,8 @@ rate_bytes() {
 }
 
 state_get() { sed -n "s/^$1=//p" "$STATE/cluster" 2>/dev/null; }
+# The links' queue (a cluster made before --queue existed has 100ms).
+state_queue() { local q; q=$(state_get queue); echo "${q:-100ms}"; }
 
 # ---- down: everything named lpsgd-n*/lpsgd-sw, whatever state says ---------------------
 cmd_down() {
@@ -86,12 +92,13 @@ cmd_down() {
 
 # ---- up ----------------------------------------------------------------------------------
 cmd_up() {
-  local nodes=0 rate=400mbit topo=switch delay="" loss=""
+  local nodes=0 rate=400mbit topo=switch queue=100ms delay="" loss=""
   while (($#)); do
     case $1 in
       --nodes) nodes=$2; shift 2 ;;
       --rate) rate=$2; shift 2 ;;
       --topology) topo=$2; shift 2 ;;
+      --queue) queue=$2; shift 2 ;;
       --delay) delay=$2; shift 2 ;;
       --loss) loss=$2; shift 2 ;;
       *) die "up: unknown option '$1'" ;;
@@ -101,6 +108,7 @@ cmd_up() {
   ((nodes >= 2 && nodes <= 64)) || die "up: --nodes must be 2..64, got $nodes"
   [[ $topo == switch || $topo == chain ]] || die "up: --topology must be switch or chain, got '$topo'"
   rate_bytes "$rate" >/dev/null
+  [[ $queue =~ ^[0-9]+(\.[0-9]+)?(us|ms|s)$ ]] || die "up: --queue must be a time such as 2ms or 100ms, got '$queue'"
   if [[ -n $delay || -n $loss ]]; then
     # netem is the only way to add delay or loss; find out whether this kernel has it.
     ip netns add "$PREFIX-probe" 2>/dev/null || true
@@ -132,8 +140,8 @@ cmd_up() {
       inns "$PREFIX-sw" ip link set "p$i" master br0 up
       inns "$(ns "$i")" ip addr add "$(node_addr "$i")/24" dev eth0
       inns "$(ns "$i")" ip link set eth0 up
-      shape "$(ns "$i")" eth0 "$rate"    # node -> switch
-      shape "$PREFIX-sw" "p$i" "$rate"   # switch -> node
+      shape "$(ns "$i")" eth0 "$rate" "$queue"    # node -> switch
+      shape "$PREFIX-sw" "p$i" "$rate" "$queue"   # switch -> node
     done
   else
     local n j
@@ -147,8 +155,8 @@ cmd_up() {
       inns "$(ns $((i + 1)))" ip addr add "$(node_addr $((i + 1)))/24" dev left noprefixroute
       inns "$(ns "$i")" ip link set right up
       inns "$(ns $((i + 1)))" ip link set left up
-      shape "$(ns "$i")" right "$rate"
-      shape "$(ns $((i + 1)))" left "$rate"
+      shape "$(ns "$i")" right "$rate" "$queue"
+      shape "$(ns $((i + 1)))" left "$rate" "$queue"
     done
     for ((i = 0; i < nodes; i++)); do
       n=$(ns "$i")
@@ -179,9 +187,9 @@ node=$1; shift
 exec ip netns exec "$node" unshare --uts /bin/sh -c 'hostname "$0" && exec /bin/sh -c "$1"' "$node" "$*"
 EOF
   chmod +x "$STATE/agent"
-  printf 'nodes=%s\ntopology=%s\nrate=%s\n' "$nodes" "$topo" "$rate" >"$STATE/cluster"
+  printf 'nodes=%s\ntopology=%s\nrate=%s\nqueue=%s\n' "$nodes" "$topo" "$rate" "$queue" >"$STATE/cluster"
   trap - ERR
-  echo "netns-cluster.sh: up: $nodes nodes, $topo, $rate per link and direction"
+  echo "netns-cluster.sh: up: $nodes nodes, $topo, $rate per link and direction, queue $queue"
 }
 
 need_up() { [[ -f $STATE/cluster ]] || die "no cluster is up (netns-cluster.sh up --nodes N)"; }
@@ -248,7 +256,7 @@ cmd_link() {
     rate)
       [[ -n ${3:-} ]] || die "link: rate needs a value"
       rate_bytes "$3" >/dev/null
-      for end in "$a" "$b"; do read -r n d <<<"$end"; shape "$n" "$d" "$3" change; done ;;
+      for end in "$a" "$b"; do read -r n d <<<"$end"; shape "$n" "$d" "$3" "$(state_queue)" change; done ;;
     *) die "link: use down, up or rate RATE" ;;
   esac
   echo "netns-cluster.sh: link $i $what ${3:-}"
@@ -256,7 +264,7 @@ cmd_link() {
 
 cmd_status() {
   if [[ ! -f $STATE/cluster ]]; then echo "no cluster is up"; return 0; fi
-  echo "$(state_get nodes) nodes, $(state_get topology), $(state_get rate) per link and direction"
+  echo "$(state_get nodes) nodes, $(state_get topology), $(state_get rate) per link and direction, queue $(state_queue)"
   local n
   for n in $(ip netns list | awk '{print $1}' | grep -E "^$PREFIX-" | sort -V); do
     echo "$n:"
