@@ -2,7 +2,7 @@
 // checkpoint, or an ONNX file) over one split of a dataset, on any number of
 // ranks. The work is train::evaluate_model; this file parses and prints.
 //
-//   lpsgd eval CHECKPOINT|FILE.onnx --data F.h5 [--split test] [--batch B]
+//   lpsgd eval CHECKPOINT|DIR|FILE.onnx --data F.h5 [--split test] [--batch B]
 //              [--outputs OUT.h5]
 //
 // The last line (rank 0) is for scripts:
@@ -27,7 +27,7 @@ int run_eval(int argc, char** argv) {
   std::string device = "cpu";
   po::options_description desc("lpsgd eval options");
   desc.add_options()
-    ("model", po::value(&c.model)->value_name("CHECKPOINT|FILE.onnx"), "a checkpoint (.h5, e.g. from --checkpoint-dir) or an ONNX model")
+    ("model", po::value(&c.model)->value_name("CHECKPOINT|DIR|FILE.onnx"), "a checkpoint (.h5; a --checkpoint-dir: its newest valid one) or an ONNX model")
     ("data", po::value(&c.data), "HDF5 dataset to evaluate on")
     ("split", po::value(&c.split)->default_value(c.split), "test or train")
     ("batch", po::value(&c.batch)->default_value(c.batch), "samples per rank per batch")
@@ -39,7 +39,7 @@ int run_eval(int argc, char** argv) {
   pos.add("model", 1);
   po::variables_map vm;
   if (!cli::parse(argc, argv, desc, vm,
-                  "usage: lpsgd eval CHECKPOINT|FILE.onnx --data F.h5 [--split test] [options]", &pos))
+                  "usage: lpsgd eval CHECKPOINT|DIR|FILE.onnx --data F.h5 [--split test] [options]", &pos))
     return 0;
   if (device != "cpu" && device != "cuda")
     LPSGD_USAGE_ERROR("--device must be cpu or cuda, got '" << device << "'");
@@ -52,7 +52,7 @@ int run_eval(int argc, char** argv) {
   std::vector<std::string> names = train::dataset_class_names(c.data);
   std::ostringstream o;
   char line[256];
-  o << "model: " << c.model << " (" << r.model << ")\n";
+  o << "model: " << r.source << " (" << r.model << ")\n";
   o << "data: " << c.data << " /" << c.split << ", " << r.samples << " samples\n";
   std::snprintf(line, sizeof line, "%-24s %9s %9s %9s %9s\n", "class", "samples", "correct",
                 "accuracy", "loss");

@@ -3,8 +3,8 @@
 // lpsgd's input scaling first and outputs the class scores; class names in its
 // metadata. Written atomically; model/onnx.hpp says what the graph holds.
 //
-//   lpsgd export --onnx OUT.onnx CHECKPOINT [--data F.h5]
-//       the checkpoint's model (a checkpoint written before issue 34 does not
+//   lpsgd export --onnx OUT.onnx CHECKPOINT|DIR [--data F.h5]
+//       the checkpoint's model (DIR: its newest valid checkpoint; one written before issue 34 does not
 //       record its data's shape and scaling: --data names the dataset)
 //   lpsgd export --onnx OUT.onnx --model SPEC|FILE.onnx --data F.h5 [--seed S] [--init fresh]
 //       the model as `lpsgd train` would start it (parameters from --seed, or
@@ -41,7 +41,7 @@ int run_export(int argc, char** argv) {
   po::options_description desc("lpsgd export options");
   desc.add_options()
     ("onnx", po::value(&out)->value_name("OUT.onnx"), "write the model as an ONNX inference graph here")
-    ("checkpoint", po::value(&checkpoint)->value_name("CHECKPOINT"), "a checkpoint file (.h5)")
+    ("checkpoint", po::value(&checkpoint)->value_name("CHECKPOINT|DIR"), "a checkpoint file (.h5), or a checkpoint directory (its newest valid checkpoint)")
     ("data", po::value(&data), "the dataset (input shape, type, scaling, class names): needed with --model, and for checkpoints written before lpsgd recorded them")
     ("model", po::value(&model)->value_name("SPEC|FILE.onnx"), "instead of a checkpoint: the model as lpsgd train would start it")
     ("seed", po::value(&seed)->default_value(seed), "with --model: the seed of the initial parameters")
@@ -50,7 +50,7 @@ int run_export(int argc, char** argv) {
   pos.add("checkpoint", 1);
   po::variables_map vm;
   const char* usage =
-      "usage: lpsgd export --onnx OUT.onnx CHECKPOINT [--data F.h5]\n"
+      "usage: lpsgd export --onnx OUT.onnx CHECKPOINT|DIR [--data F.h5]\n"
       "       lpsgd export --onnx OUT.onnx --model SPEC|FILE.onnx --data F.h5 [--seed S]";
   if (!cli::parse(argc, argv, desc, vm, usage, &pos)) return 0;
   if (out.empty()) LPSGD_USAGE_ERROR("--onnx OUT.onnx is required (where to write the model)");
@@ -69,7 +69,7 @@ int run_export(int argc, char** argv) {
     auto dev = make_device(DeviceKind::Cpu, 0);
     d = train::initial_model(*dev, d, seed, given);
   } else {
-    const io::Checkpoint c = io::read_checkpoint(checkpoint);
+    const io::Checkpoint c = train::read_checkpoint_or_dir(checkpoint);
     train::DataSpec ds;
     if (!data.empty()) ds = train::data_spec(data, "train");
     d = train::checkpoint_model(c, &ds);

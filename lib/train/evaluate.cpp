@@ -111,13 +111,14 @@ EvalResult evaluate_model(Device& dev, const EvalConfig& cfg) {
   data.classes = loader.num_classes();
 
   model::ModelDesc desc;
+  std::string source = cfg.model;
   if (model::is_model_file(cfg.model)) {
     desc = load_model(cfg.model, data);
     if (!desc.has_params())
       LPSGD_USAGE_ERROR(cfg.model << ": the graph has no initializers for its layers' weights: "
                                   << "nothing to evaluate");
   } else {
-    desc = checkpoint_model(io::read_checkpoint(cfg.model), &data);
+    desc = checkpoint_model(read_checkpoint_or_dir(cfg.model, &source), &data);
   }
   auto m = nn::build_model(dev, desc, nn::shape_of(desc.input_shape), 1, /*given_params=*/true);
   m->prepare(cfg.batch);
@@ -164,6 +165,7 @@ EvalResult evaluate_model(Device& dev, const EvalConfig& cfg) {
                           MPI_SUM, MPI_COMM_WORLD));
   EvalResult res;
   res.model = desc.spec;
+  res.source = source;
   res.samples = static_cast<int64_t>(sums[3 * k + 1]);
   int64_t correct = 0;
   for (size_t c = 0; c < k; ++c) {

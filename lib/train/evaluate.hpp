@@ -12,7 +12,7 @@
 namespace lpsgd::train {
 
 struct EvalConfig {
-  std::string model;           ///< a checkpoint (.h5) or FILE.onnx
+  std::string model;           ///< a checkpoint (.h5; a directory: its newest) or FILE.onnx
   std::string data;            ///< HDF5 dataset
   std::string split = "test";
   int64_t batch = 500;         ///< per rank
@@ -27,6 +27,7 @@ struct EvalConfig {
 /// What `lpsgd eval` reports (identical on every rank).
 struct EvalResult {
   std::string model;                 ///< the architecture (spec or layer list)
+  std::string source;                ///< the file evaluated (a directory's checkpoint)
   int64_t samples = 0;
   double loss = 0, accuracy = 0;     ///< mean softmax cross-entropy, arg-max accuracy
   std::vector<int64_t> per_class_samples, per_class_correct;

@@ -2,9 +2,11 @@
 // data (see model_source.hpp).
 #include "train/model_source.hpp"
 
+#include <filesystem>
 #include <map>
 
 #include "core/error.hpp"
+#include "core/log.hpp"
 #include "io/h5.hpp"
 #include "model/onnx.hpp"
 #include "nn/builder.hpp"
@@ -160,6 +162,21 @@ model::ModelDesc initial_model(Device& dev, model::ModelDesc desc, uint64_t seed
     }
   }
   return desc;
+}
+
+io::Checkpoint read_checkpoint_or_dir(const std::string& path, std::string* chosen) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(path, ec)) {
+    if (chosen) *chosen = path;
+    return io::read_checkpoint(path);
+  }
+  std::vector<std::string> warnings;
+  io::Checkpoint c;
+  const std::string found = io::find_resume_checkpoint(path, &warnings, &c);
+  for (const std::string& w : warnings) LPSGD_WARN(w);
+  if (found.empty()) LPSGD_USAGE_ERROR(path << ": no valid checkpoint (ckpt-*.h5) in this directory");
+  if (chosen) *chosen = found;
+  return c;
 }
 
 void record_data(const DataSpec& data, io::CkptMeta& meta) {

@@ -42,6 +42,11 @@ model::ModelDesc checkpoint_model(const io::Checkpoint& c, const DataSpec* data)
 /// `lpsgd train` draws them, or (given) the description's own tensors.
 model::ModelDesc initial_model(Device& dev, model::ModelDesc desc, uint64_t seed, bool given);
 
+/// The checkpoint at `path`, or for a directory the newest valid one in it
+/// (what --resume auto takes; damaged ones skipped with a warning). Usage
+/// error when there is none; damage in a named file is a runtime error.
+io::Checkpoint read_checkpoint_or_dir(const std::string& path, std::string* chosen = nullptr);
+
 /// The checkpoint fields describing the data (io::CkptMeta::input_*).
 void record_data(const DataSpec& data, io::CkptMeta& meta);
 

@@ -3,7 +3,8 @@
 // small, through the library's own writers, like the unit tests' fixtures
 // (tests/unit/io_fixtures.hpp, tests/tools/make_ckpt.cpp).
 //
-//   make_seeds OUTDIR   writes OUTDIR/idx/*, OUTDIR/dataset/*, OUTDIR/ckpt/*
+//   make_seeds OUTDIR   writes OUTDIR/idx/*, OUTDIR/dataset/*, OUTDIR/ckpt/* and, built
+//                       with ONNX, OUTDIR/onnx/* (graphs lpsgd export writes)
 // The config harness's seeds are text, committed under tests/fuzz/corpus/config.
 #include <zlib.h>
 
@@ -16,6 +17,9 @@
 #include "core/error.hpp"
 #include "io/checkpoint.hpp"
 #include "io/dataset.hpp"
+#include "lpsgd/config.hpp"
+#include "model/desc.hpp"
+#include "model/onnx.hpp"
 
 using namespace lpsgd;
 namespace fs = std::filesystem;
@@ -120,11 +124,55 @@ void ckpt_seeds(const std::string& dir) {
       t.name = "momentum/" + t.name;
       c.optimizer.push_back(t);
     }
+    if (step == 2) {  // the data attributes export needs (optional in the format)
+      c.meta.input_shape = {1, 2, 2};
+      c.meta.input_type = "uint8";
+      c.meta.input_scale = {0.0125};
+      c.meta.input_shift = {-0.75};
+    }
     const std::string tmp = dir + "/tmp";
     const std::string p = io::write_checkpoint(tmp, c, 1);
     fs::rename(p, dir + "/ckpt-" + std::to_string(step) + ".h5");
     fs::remove_all(tmp);
     ++step;
+  }
+}
+
+// Graphs as lpsgd export writes them: every operation, uint8 and float input,
+// softmax outputs, flat input; tensors small so the fuzzer's mutations reach
+// the structure.
+void onnx_seeds(const std::string& dir) {
+  const std::pair<const char*, std::vector<int64_t>> models[] = {
+      {"layers:conv(2,3x3,s1x1,p1x1)-relu-maxpool(2x2,s2x2,p0x0)-flatten-linear(3)", {1, 4, 4}},
+      {"layers:conv(2,3x2,s2x1,p1x0,nobias)-relu-maxpool(3x2,s1x2,p1x1)-flatten-dropout(0.25)-"
+       "linear(2,nobias)-softmax",
+       {2, 5, 4}},
+      {"layers:linear(3)-relu-linear(2)-logsoftmax", {1, 2, 2}},
+  };
+  int i = 0;
+  for (const auto& [spec, shape] : models) {
+    model::ModelDesc d = model::from_spec(spec, shape);
+    std::vector<int64_t> s = d.input_shape;
+    float v = 0.125f;
+    for (model::LayerDesc& l : d.layers) {
+      for (const auto& ps : model::param_shapes(l, s)) {
+        int64_t n = 1;
+        for (int64_t x : ps) n *= x;
+        model::Tensor t{"", ps, {}};
+        for (int64_t k = 0; k < n; ++k) t.data.push_back(v = -v * 1.5f + 0.25f);
+        l.params.push_back(t);
+      }
+      s = model::output_shape(l, s);
+    }
+    d.input_type = i == 0 ? model::InputType::U8 : model::InputType::F32;
+    const size_t scales = d.input_shape.size() == 3 ? static_cast<size_t>(d.input_shape[0])
+                                                    : static_cast<size_t>(d.input_shape[0]);
+    d.scale.assign(scales, i == 0 ? 1.0f / 255 : 1.0f);
+    d.shift.assign(scales, i == 0 ? -0.5f : 0.0f);
+    if (i == 2) d.scale.clear(), d.shift.clear();  // no scaling: the graph takes scaled input
+    const std::string bytes = model::onnx_bytes(d);
+    write_bytes(dir + "/model" + std::to_string(i++) + ".onnx",
+                std::vector<uint8_t>(bytes.begin(), bytes.end()), false);
   }
 }
 
@@ -141,6 +189,10 @@ int main(int argc, char** argv) {
     idx_seeds(out + "/idx");
     dataset_seeds(out + "/dataset");
     ckpt_seeds(out + "/ckpt");
+    if (model::onnx_available()) {
+      fs::create_directories(out + "/onnx");
+      onnx_seeds(out + "/onnx");
+    }
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "make_seeds: %s\n", e.what());

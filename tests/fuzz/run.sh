@@ -8,7 +8,8 @@
 # is reported as HDF5-internal and does not fail the run. Failing inputs are kept in
 # build-fuzz/fuzz/findings/HARNESS/, the growing corpus in build-fuzz/fuzz/corpus/.
 #
-# Usage: tests/fuzz/run.sh [SECONDS] [HARNESS...]   (HARNESS: idx dataset ckpt config)
+# Usage: tests/fuzz/run.sh [SECONDS] [HARNESS...]   (HARNESS: idx dataset ckpt config onnx;
+#        onnx is skipped, with a line saying so, in a build without libonnx-dev)
 # Environment: LPSGD_FUZZ_BUILD (build directory, default build-fuzz),
 #              LPSGD_FUZZ_ARGS (extra libFuzzer flags), LPSGD_FUZZ_NICE (default 5).
 set -euo pipefail
@@ -18,7 +19,7 @@ secs=${1:-30}
 [[ $secs =~ ^[0-9]+$ ]] || { echo "usage: $0 [SECONDS] [HARNESS...]" >&2; exit 2; }
 shift $(($# > 0 ? 1 : 0))
 harnesses=("$@")
-((${#harnesses[@]})) || harnesses=(idx dataset ckpt config)
+((${#harnesses[@]})) || harnesses=(idx dataset ckpt config onnx)
 build=${LPSGD_FUZZ_BUILD:-build-fuzz}
 nice_level=${LPSGD_FUZZ_NICE:-5}
 
@@ -30,6 +31,17 @@ if ! cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=clang 
   cat "$build/cmake.log"
   exit 1
 fi
+# The harnesses this build has (tests/fuzz/CMakeLists.txt writes the list).
+read -r -a built <"$build/fuzz/harnesses"
+wanted=("${harnesses[@]}")
+harnesses=()
+for h in "${wanted[@]}"; do
+  if [[ " ${built[*]} " == *" $h "* ]]; then
+    harnesses+=("$h")
+  else
+    echo "fuzz: $h skipped: not in this build (onnx needs Debian's libonnx-dev: tools/setup.sh)"
+  fi
+done
 targets=(fuzz_make_seeds)
 for h in "${harnesses[@]}"; do targets+=("fuzz_$h"); done
 nice -n "$nice_level" cmake --build "$build" -j"$(nproc)" --target "${targets[@]}"
