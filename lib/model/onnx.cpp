@@ -174,7 +174,7 @@ struct Reader {
     if (!t) fail_node(i, what + " '" + clean(name) + "' must be a constant (an initializer)");
     stored_here(i, *t, what);
     if (elements(i, *t, what) != 1) fail_node(i, what + " must be a single value");
-    if (t->data_type() == pb::TensorProto::FLOAT) return floats(i, *t, what)[0];
+    if (t->data_type() == pb::TensorProto::FLOAT) return static_cast<double>(floats(i, *t, what)[0]);
     if (t->data_type() == pb::TensorProto::BOOL) {
       if (t->has_raw_data()) {
         if (t->raw_data().size() != 1) fail_node(i, what + " holds the wrong number of bytes");
@@ -223,7 +223,7 @@ struct Reader {
     const pb::AttributeProto* a = attr(i, name);
     if (!a) return dflt;
     if (a->type() != pb::AttributeProto::FLOAT) fail_node(i, std::string("attribute ") + name + " is not a float");
-    return a->f();
+    return static_cast<double>(a->f());
   }
   std::vector<int64_t> attr_ints(int i, const char* name, std::vector<int64_t> dflt) const {
     const pb::AttributeProto* a = attr(i, name);
@@ -685,9 +685,15 @@ struct Reader {
         if (!producer.count(out)) fail("output '" + clean(out) + "' is computed by no node");
         fail("'" + clean(cur) + "' leads nowhere: no node reads it and it is not the output '" + clean(out) + "'");
       }
-      if (it->second.size() > 1)
+      if (it->second.size() > 1) {
+        for (int c : it->second)
+          if (g->node(c).op_type() == "Shape")
+            fail("the graph branches: " + node_name(c) + " computes a shape from '" + clean(cur) +
+                 "' (PyTorch's x.view(x.size(0), -1)); lpsgd needs constant shapes: use "
+                 "torch.flatten(x, 1), or export with a fixed batch size");
         fail("the graph branches: '" + clean(cur) + "' feeds " + node_name(it->second[0]) + " and " +
              node_name(it->second[1]) + "; lpsgd reads sequential graphs");
+      }
       const int i = it->second[0];
       if (done[static_cast<size_t>(i)] || ++steps > g->node_size())
         fail_node(i, "is reached twice; lpsgd reads sequential graphs");

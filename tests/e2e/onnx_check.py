@@ -507,6 +507,15 @@ def error_graphs(work):
     save("custom-domain", g, pattern=r"is of domain 'com.example'")
     g = lenet_like(); g.node("Flatten").gemm(784, 10); g.node("Relu", foo=1)
     save("unknown-attribute", g, pattern=r"attribute 'foo' is not supported")
+    # A shape computed from the data (PyTorch's x.view(x.size(0), -1) with a dynamic batch).
+    g = lenet_like(); x0 = g.cur
+    g.nodes += [helper.make_node("Shape", [x0], ["shp"], name="shape"),
+                helper.make_node("Gather", ["shp", g.t("zero", np.array(0, np.int64))], ["n"], name="gather", axis=0),
+                helper.make_node("Unsqueeze", ["n", g.t("ax", np.array([0], np.int64))], ["n1"], name="unsq"),
+                helper.make_node("Concat", ["n1", g.t("m1", np.array([-1], np.int64))], ["s2"], name="concat", axis=0),
+                helper.make_node("Reshape", [x0, "s2"], ["flat"], name="reshape")]
+    g.cur = "flat"; g.gemm(784, 10)
+    save("shape-from-data", g, pattern=r"computes a shape from .*torch.flatten\(x, 1\)")
     # A second input.
     g = lenet_like(); g.node("Flatten").gemm(784, 10)
     path = os.path.join(work, "two-inputs.onnx")
