@@ -134,17 +134,19 @@ struct Reader {
     stored_here(i, t, what);
     if (t.data_type() != pb::TensorProto::FLOAT)
       fail_node(i, what + " is " + dtype_name(t.data_type()) + "; lpsgd reads float32 tensors");
+    // The data present is checked before anything is sized from the shape,
+    // which a damaged file may state as anything (found by fuzz_onnx).
     const auto n = static_cast<size_t>(elements(i, t, what));
+    if (t.has_raw_data() ? t.raw_data().size() != n * 4 : static_cast<size_t>(t.float_data_size()) != n)
+      fail_node(i, what + " holds " +
+                       (t.has_raw_data() ? std::to_string(t.raw_data().size()) + " bytes"
+                                         : std::to_string(t.float_data_size()) + " values") +
+                       " for its shape " + ints({t.dims().begin(), t.dims().end()}) + " of " +
+                       std::to_string(n) + " float32 values");
     std::vector<float> v(n);
     if (t.has_raw_data()) {
-      if (t.raw_data().size() != n * 4)
-        fail_node(i, what + " holds " + std::to_string(t.raw_data().size()) + " bytes for " +
-                         std::to_string(n) + " float32 values");
       if (n) std::memcpy(v.data(), t.raw_data().data(), n * 4);
     } else {
-      if (static_cast<size_t>(t.float_data_size()) != n)
-        fail_node(i, what + " holds " + std::to_string(t.float_data_size()) + " values for its shape " +
-                         ints({t.dims().begin(), t.dims().end()}));
       std::copy(t.float_data().begin(), t.float_data().end(), v.begin());
     }
     for (float x : v)
@@ -157,12 +159,13 @@ struct Reader {
     if (t.data_type() != pb::TensorProto::INT64)
       fail_node(i, what + " is " + dtype_name(t.data_type()) + ", not int64");
     const auto n = static_cast<size_t>(elements(i, t, what));
+    if (t.has_raw_data() ? t.raw_data().size() != n * 8 : static_cast<size_t>(t.int64_data_size()) != n)
+      fail_node(i, what + " holds another number of values than its shape " +
+                       ints({t.dims().begin(), t.dims().end()}) + " says");
     std::vector<int64_t> v(n);
     if (t.has_raw_data()) {
-      if (t.raw_data().size() != n * 8) fail_node(i, what + " holds the wrong number of bytes");
       if (n) std::memcpy(v.data(), t.raw_data().data(), n * 8);
     } else {
-      if (static_cast<size_t>(t.int64_data_size()) != n) fail_node(i, what + " holds the wrong number of values");
       std::copy(t.int64_data().begin(), t.int64_data().end(), v.begin());
     }
     return v;

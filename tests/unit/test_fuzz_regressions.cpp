@@ -15,6 +15,7 @@
 #include "io/idx.hpp"
 #include "io/loader.hpp"
 #include "io_fixtures.hpp"
+#include "model/onnx.hpp"
 
 namespace lpsgd {
 namespace {
@@ -193,6 +194,17 @@ TEST(FuzzRegression, ConfigWithWindowsLineEndsParses) {
   ASSERT_TRUE(app::parse_train_options(3, argv, o));
   EXPECT_EQ(o.config.epochs, 3);
   EXPECT_EQ(o.config.links, comm::LinksMode::Mpi);
+}
+
+// ---- ONNX -----------------------------------------------------------------------
+
+// An input-shift initializer whose shape says 520,076,286 values (2 GB) over
+// 8 bytes of data: the reader sized its buffer from the shape first.
+TEST(FuzzRegression, OnnxTensorClaimingMoreValuesThanItHoldsIsRefused) {
+  if (!model::onnx_available()) GTEST_SKIP() << "built without ONNX";
+  expect_usage_error(
+      [] { model::read_onnx(input("onnx", "oom-scaling-tensor-claims-2g-values.onnx")); },
+      "holds 8 bytes for its shape [520076286] of 520076286 float32 values");
 }
 
 }  // namespace
