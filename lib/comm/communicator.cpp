@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <iomanip>
@@ -25,6 +26,19 @@ constexpr int kTagNoticeFromLeft = 21;
 constexpr int kTagNoticeFromRight = 22;
 }  // namespace
 
+size_t default_mpi_message_bytes() {
+  static const size_t bytes = [] {
+    const char* v = std::getenv("LPSGD_MPI_MESSAGE_BYTES");
+    if (!v || !*v) return size_t{60} << 10;
+    char* end = nullptr;
+    const unsigned long long n = std::strtoull(v, &end, 10);
+    LPSGD_CHECK(end && *end == '\0' && (n == 0 || n >= 64),
+                "LPSGD_MPI_MESSAGE_BYTES must be 0 (no limit) or at least 64, got '" << v << "'");
+    return static_cast<size_t>(n);
+  }();
+  return bytes;
+}
+
 Communicator::Communicator(MPI_Comm parent, Device& dev, CommOptions opts)
     : dev_(dev), opts_(std::move(opts)) {
   LPSGD_CHECK(opts_.window >= 1 && opts_.window <= ShmControl::kMaxWindow,
@@ -35,9 +49,13 @@ Communicator::Communicator(MPI_Comm parent, Device& dev, CommOptions opts)
   MPI_CHECK(MPI_Comm_dup(chain_->comm(), &p2p_comm_));
   MPI_CHECK(MPI_Comm_dup(chain_->comm(), &link_comm_));
 
+  // Both ends of a transfer must split it alike: rank 0's limit for all.
+  uint64_t max_message = opts_.mpi_message_bytes;
+  MPI_CHECK(MPI_Bcast(&max_message, 1, MPI_UINT64_T, 0, ctrl_comm_));
+  opts_.mpi_message_bytes = static_cast<size_t>(max_message);
   stage_host_ = opts_.stage_mpi || !mpi_accepts_device_memory(dev);
   builder_ = std::make_unique<LinkBuilder>(*chain_, dev, link_comm_, opts_.window, opts_.slot_bytes,
-                                           stage_host_);
+                                           opts_.mpi_message_bytes, stage_host_);
   if (chain_->has_left()) links_[0] = builder_->make(0);
   if (chain_->has_right()) links_[1] = builder_->make(1);
   find_local_neighbours();

@@ -35,11 +35,25 @@ namespace lpsgd::comm {
 
 class LinkBuilder;
 
+/// $LPSGD_MPI_MESSAGE_BYTES, else 60 KiB: under Open MPI's TCP eager limit
+/// (64 KiB with its headers). A larger message goes by rendezvous: its bulk
+/// waits for a reply from the receiver, and where both directions of a link
+/// carry data (an allreduce) that reply queues behind the other direction's
+/// data, so the two directions take turns. Measured across two network
+/// namespaces at 200 Mbit/s, 16 MiB each way at once: in 256 KiB messages
+/// 1380 ms, in 60 KiB messages 710 ms, one direction alone 701 ms
+/// (docs/network.md).
+size_t default_mpi_message_bytes();
+
 struct CommOptions {
   LinksMode links = LinksMode::Auto;
   int ranks_per_node = 0;          ///< pretend-node size; 0: real nodes / LPSGD_RANKS_PER_NODE
   int window = 4;                  ///< blocks in flight per link direction (W)
   size_t slot_bytes = 1u << 20;    ///< largest LP block; W slots of this per link direction
+  /// Largest MPI message of a block or region (links and baselines); a larger
+  /// one goes as several, in order; 0: one message each. Rank 0's value is
+  /// used everywhere. See default_mpi_message_bytes().
+  size_t mpi_message_bytes = default_mpi_message_bytes();
   double timeout_s = 300;          ///< --comm-timeout: a stall this long is an error
   std::string calibration_file;    ///< α/β/γ file; empty: CostModel::default_path()
   /// Without a calibration file, measure α, β, γ now (about a second, once per
@@ -94,6 +108,8 @@ class Communicator {
   Link* tree_link(int t, int peer);
   MPI_Comm ctrl_comm() const { return ctrl_comm_; }  ///< signatures and error notices
   MPI_Comm p2p_comm() const { return p2p_comm_; }    ///< baselines' messages
+  /// Largest MPI message (CommOptions::mpi_message_bytes, as rank 0 set it).
+  size_t mpi_message_bytes() const { return opts_.mpi_message_bytes; }
   void* scratch(int which, size_t bytes);            ///< which: 0 or 1
   /// True when MPI cannot be given this device's memory (a GPU without a
   /// CUDA-aware MPI): the MPI-based algorithms then copy through host_stage().

@@ -15,6 +15,8 @@
 
 #include <mpi.h>
 
+#include <algorithm>
+#include <climits>
 #include <cstddef>
 #include <exception>
 
@@ -41,6 +43,65 @@ inline bool test_all(MPI_Request* reqs, size_t n) {
   bool all = true;
   for (size_t i = 0; i < n; ++i) all &= test_request(reqs[i]);
   return all;
+}
+
+/// The largest message a link may send so that it never has more than
+/// kMaxMessagesInFlight in flight per direction (W slots of slot_bytes each):
+/// `max_message`, raised where W x slot_bytes / max_message would exceed it.
+/// Open MPI numbers the messages between two processes with 16 bits; with
+/// more than 65,536 in flight (64-byte messages, W = 6 slots of 4 MiB) its
+/// matching mixed them up and a broadcast delivered wrong data (found by the
+/// collective soak). A rank's links to one peer (a chain link and two tree
+/// links) stay well below that together.
+constexpr size_t kMaxMessagesInFlight = 8192;
+inline size_t link_message_bytes(size_t max_message, int window, size_t slot_bytes) {
+  if (max_message == 0) return 0;
+  const size_t in_flight = static_cast<size_t>(window) * slot_bytes;
+  return std::max(max_message, (in_flight + kMaxMessagesInFlight - 1) / kMaxMessagesInFlight);
+}
+
+/// The same bound for one transfer of `bytes` (a baseline's region): both
+/// ends compute it from the transfer's size alone, so they split it alike.
+inline size_t transfer_message_bytes(size_t max_message, size_t bytes) {
+  if (max_message == 0) return 0;
+  return std::max(max_message, (bytes + kMaxMessagesInFlight - 1) / kMaxMessagesInFlight);
+}
+
+/// How many MPI messages carry `bytes` when none may exceed `max_message`
+/// bytes (0: no limit); at least one, so an empty transfer still matches.
+inline size_t message_count(size_t bytes, size_t max_message) {
+  if (max_message == 0 || bytes <= max_message) return 1;
+  return (bytes + max_message - 1) / max_message;
+}
+
+/// Sends `bytes` from p as message_count() messages in order, one request
+/// each in reqs[0..). With `sync_last` the last goes as MPI_Issend: it
+/// completes once the receiver has matched it, and so every message before
+/// it (MPI never overtakes on one tag and communicator).
+inline void post_sends(const void* p, size_t bytes, size_t max_message, int peer, int tag,
+                       MPI_Comm comm, bool sync_last, MPI_Request* reqs) {
+  const size_t n = message_count(bytes, max_message);
+  const char* c = static_cast<const char*>(p);
+  for (size_t i = 0; i < n; ++i) {
+    const size_t off = i * max_message, len = n == 1 ? bytes : std::min(max_message, bytes - off);
+    LPSGD_CHECK(len <= static_cast<size_t>(INT_MAX), "MPI message of " << len << " bytes");
+    if (sync_last && i + 1 == n)
+      MPI_CHECK(MPI_Issend(c + off, static_cast<int>(len), MPI_BYTE, peer, tag, comm, &reqs[i]));
+    else
+      MPI_CHECK(MPI_Isend(c + off, static_cast<int>(len), MPI_BYTE, peer, tag, comm, &reqs[i]));
+  }
+}
+
+/// The receives of post_sends(): the same split, in the same order.
+inline void post_recvs(void* p, size_t bytes, size_t max_message, int peer, int tag, MPI_Comm comm,
+                       MPI_Request* reqs) {
+  const size_t n = message_count(bytes, max_message);
+  char* c = static_cast<char*>(p);
+  for (size_t i = 0; i < n; ++i) {
+    const size_t off = i * max_message, len = n == 1 ? bytes : std::min(max_message, bytes - off);
+    LPSGD_CHECK(len <= static_cast<size_t>(INT_MAX), "MPI message of " << len << " bytes");
+    MPI_CHECK(MPI_Irecv(c + off, static_cast<int>(len), MPI_BYTE, peer, tag, comm, &reqs[i]));
+  }
 }
 
 /// Requests whose buffers are about to be freed (a link, a collective or a

@@ -34,6 +34,13 @@ lpsgd_mpi_test(test_collectives SOURCES ${comm_test_src} DEPS lpsgd_comm
   RANKS 3 SUFFIX staged ENV "LPSGD_RANKS_PER_NODE=2;LPSGD_TEST_STAGE_MPI=1" TIMEOUT 600)
 lpsgd_mpi_test(test_collectives SOURCES ${comm_test_src} DEPS lpsgd_comm
   RANKS 2 SUFFIX links-mpi-staged ENV "LPSGD_TEST_LINKS=mpi;LPSGD_TEST_STAGE_MPI=1" TIMEOUT 600)
+# Every block and baseline region as several MPI messages of at most 1000
+# bytes (CommOptions::mpi_message_bytes), on plain and staged MPI links.
+lpsgd_mpi_test(test_collectives SOURCES ${comm_test_src} DEPS lpsgd_comm
+  RANKS 3 SUFFIX small-messages ENV "LPSGD_TEST_LINKS=mpi;LPSGD_MPI_MESSAGE_BYTES=1000" TIMEOUT 600)
+lpsgd_mpi_test(test_collectives SOURCES ${comm_test_src} DEPS lpsgd_comm
+  RANKS 3 SUFFIX staged-small-messages
+  ENV "LPSGD_RANKS_PER_NODE=2;LPSGD_TEST_STAGE_MPI=1;LPSGD_MPI_MESSAGE_BYTES=1000" TIMEOUT 600)
 lpsgd_mpi_test(test_comm_errors SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_comm_errors.cpp
   DEPS lpsgd_comm RANKS 2 3 5 TIMEOUT 120)
 # The trainer's control channel (lib/train/control.cpp).

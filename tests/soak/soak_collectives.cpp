@@ -72,12 +72,14 @@ struct CommKey {
   int window = 4;
   size_t slot_bytes = 1u << 20;
   bool stage_mpi = false;
-  auto tie() const { return std::tie(ranks_per_node, links, window, slot_bytes, stage_mpi); }
+  size_t max_message = size_t(60) << 10;  // CommOptions::mpi_message_bytes
+  auto tie() const { return std::tie(ranks_per_node, links, window, slot_bytes, stage_mpi, max_message); }
   bool operator==(const CommKey& o) const { return tie() == o.tie(); }
   std::string str() const {
     std::ostringstream os;
     os << "rpn=" << ranks_per_node << " links=" << (links == LinksMode::Mpi ? "mpi" : "auto")
-       << " window=" << window << " slot=" << slot_bytes << (stage_mpi ? " staged" : "");
+       << " window=" << window << " slot=" << slot_bytes << (stage_mpi ? " staged" : "")
+       << " message=" << max_message;
     return os.str();
   }
 };
@@ -110,6 +112,10 @@ SoakCase make_case(uint64_t seed) {
   static const size_t slots[] = {size_t(4) << 10, size_t(64) << 10, size_t(1) << 20, size_t(4) << 20};
   s.comm.slot_bytes = slots[r.below(4)];
   s.comm.stage_mpi = r.one_in(6);
+  // MPI messages: whole blocks, the default, or small enough that every
+  // block and region travels as many.
+  static const size_t messages[] = {0, size_t(60) << 10, 64, 1000};
+  s.comm.max_message = messages[r.below(4)];
 
   test::OracleCase& c = s.c;
   c.kind = static_cast<CollKind>(r.below(3));
@@ -171,6 +177,7 @@ class Comms {
     o.window = k.window;
     o.slot_bytes = k.slot_bytes;
     o.stage_mpi = k.stage_mpi;
+    o.mpi_message_bytes = k.max_message;
     o.timeout_s = 30;
     built_.push_back({k, std::make_unique<Communicator>(MPI_COMM_WORLD, dev_, o)});
     return built_.back();

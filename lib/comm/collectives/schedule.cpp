@@ -64,15 +64,27 @@ void ScheduleCollective::post(const Step& s) {
   // region about to be received into. Staged, copy_to_host waits the same way.
   if (!stage && dev.kind() != DeviceKind::Cpu && !(s.sends.empty() && s.recvs.empty()))
     dev.synchronize();
-  reqs_.assign(s.sends.size() + s.recvs.size(), MPI_REQUEST_NULL);
+  // Every region as messages of at most the communicator's MPI message size,
+  // as LP's links send their blocks (comm/requests.hpp, post_sends).
+  const auto split = [&](const Xfer& x) {
+    return transfer_message_bytes(comm_.mpi_message_bytes(), x.r.len * esize_);
+  };
+  size_t n = 0;
+  for (const auto* xs : {&s.recvs, &s.sends})
+    for (const Xfer& x : *xs) n += message_count(x.r.len * esize_, split(x));
+  reqs_.assign(n, MPI_REQUEST_NULL);
   size_t i = 0;
-  for (const Xfer& x : s.recvs)
-    MPI_CHECK(MPI_Irecv(stage ? host(x.r) : ptr(x.r), static_cast<int>(x.r.len * esize_), MPI_BYTE,
-                        x.peer, kTag, comm, &reqs_[i++]));
+  for (const Xfer& x : s.recvs) {
+    const size_t bytes = x.r.len * esize_;
+    post_recvs(stage ? host(x.r) : ptr(x.r), bytes, split(x), x.peer, kTag, comm, &reqs_[i]);
+    i += message_count(bytes, split(x));
+  }
   for (const Xfer& x : s.sends) {
-    if (stage) dev.copy_to_host(host(x.r), ptr(x.r), x.r.len * esize_);
-    MPI_CHECK(MPI_Isend(stage ? host(x.r) : ptr(x.r), static_cast<int>(x.r.len * esize_), MPI_BYTE,
-                        x.peer, kTag, comm, &reqs_[i++]));
+    const size_t bytes = x.r.len * esize_;
+    if (stage) dev.copy_to_host(host(x.r), ptr(x.r), bytes);
+    post_sends(stage ? host(x.r) : ptr(x.r), bytes, split(x), x.peer, kTag, comm,
+               /*sync_last=*/false, &reqs_[i]);
+    i += message_count(bytes, split(x));
   }
 }
 

@@ -33,8 +33,9 @@ bool mpi_accepts_device_memory(const Device& dev) {
 }
 
 DeviceMpiLink::DeviceMpiLink(Device& dev, MPI_Comm comm, int peer, int window, size_t slot_bytes,
-                             int tag_out, int tag_in, bool staged)
-    : Link(peer, window, slot_bytes), dev_(dev), comm_(comm), tag_out_(tag_out), tag_in_(tag_in),
+                             size_t max_message, int tag_out, int tag_in, bool staged)
+    : Link(peer, window, slot_bytes), dev_(dev), comm_(comm), max_message_(link_message_bytes(max_message, window, slot_bytes)),
+      per_slot_(message_count(slot_bytes, max_message_)), tag_out_(tag_out), tag_in_(tag_in),
       staged_(staged),
       send_slots_(dev, static_cast<size_t>(window) * slot_bytes),
       recv_slots_(dev, static_cast<size_t>(window) * slot_bytes),
@@ -44,8 +45,12 @@ DeviceMpiLink::DeviceMpiLink(Device& dev, MPI_Comm comm, int peer, int window, s
     host_send_ = PinnedBuffer(dev, static_cast<size_t>(window) * slot_bytes);
     host_recv_ = PinnedBuffer(dev, static_cast<size_t>(window) * slot_bytes);
   }
-  for (auto& s : tx_) s.ready = dev.create_event();
+  for (auto& s : tx_) {
+    s.ready = dev.create_event();
+    s.req.assign(per_slot_, MPI_REQUEST_NULL);
+  }
   for (auto& r : rx_) {
+    r.req.assign(per_slot_, MPI_REQUEST_NULL);
     r.copied = dev.create_event();
     r.free = dev.create_event();
   }
@@ -58,8 +63,8 @@ DeviceMpiLink::DeviceMpiLink(Device& dev, MPI_Comm comm, int peer, int window, s
 DeviceMpiLink::~DeviceMpiLink() {
   const double deadline = release_deadline();
   bool recv_in_flight = false, send_in_flight = false;
-  for (auto& r : rx_) recv_in_flight |= !end_receives(&r.req, 1, deadline);
-  for (auto& s : tx_) send_in_flight |= !end_sends(&s.req, 1, deadline);
+  for (auto& r : rx_) recv_in_flight |= !end_receives(r.req.data(), r.req.size(), deadline);
+  for (auto& s : tx_) send_in_flight |= !end_sends(s.req.data(), s.req.size(), deadline);
   if (recv_in_flight || send_in_flight)
     LPSGD_WARN("MPI link to rank " << peer_ << ": transfers still in flight at shutdown; their "
                "buffers are left allocated");
@@ -82,26 +87,22 @@ void DeviceMpiLink::pump() {
   while (!queued_.empty()) {
     SendSlot& s = tx_[queued_.front()];
     if (!s.ready->done()) break;  // later ones were queued after it: not ready either
-    // Synchronous, as MpiLink's: the window holds across the network.
-    MPI_CHECK(MPI_Issend(s.src, static_cast<int>(s.bytes), MPI_BYTE, peer_, tag_out_, comm_, &s.req));
+    // The last message synchronous, as MpiLink's: the window holds across the network.
+    post_sends(s.src, s.bytes, max_message_, peer_, tag_out_, comm_, /*sync_last=*/true, s.req.data());
     s.state = Tx::InFlight;
     queued_.pop_front();
   }
   while (!waiting_.empty()) {
     RecvSlot& r = rx_[waiting_.front()];
     if (!(staged_ ? r.copied : r.free)->done()) break;  // in order, as MPI matches them
-    MPI_CHECK(MPI_Irecv(r.land, static_cast<int>(r.bytes), MPI_BYTE, peer_, tag_in_, comm_, &r.req));
+    post_recvs(r.land, r.bytes, max_message_, peer_, tag_in_, comm_, r.req.data());
     r.state = Rx::Posted;
     waiting_.pop_front();
   }
 }
 
 bool DeviceMpiLink::test_send(SendSlot& s) {
-  if (s.state == Tx::InFlight) {
-    int done = 0;
-    MPI_CHECK(MPI_Test(&s.req, &done, MPI_STATUS_IGNORE));
-    if (done) s.state = Tx::Free;
-  }
+  if (s.state == Tx::InFlight && test_all(s.req.data(), s.req.size())) s.state = Tx::Free;
   return s.state == Tx::Free;
 }
 
@@ -118,7 +119,8 @@ void DeviceMpiLink::post_send(uint64_t seq, const void* src, size_t bytes) {
   const size_t k = slot(seq);
   SendSlot& s = tx_[k];
   LPSGD_CHECK(s.state == Tx::Free, "MPI link to rank " << peer_ << ": send slot busy for block " << seq);
-  LPSGD_CHECK(bytes <= static_cast<size_t>(INT_MAX), "MPI link: block too large");
+  LPSGD_CHECK(message_count(bytes, max_message_) <= per_slot_,
+              "MPI link: block of " << bytes << " bytes exceeds the slot of " << slot_bytes_);
   s.seq = seq;
   s.bytes = bytes;
   if (staged_) {
@@ -148,8 +150,8 @@ void DeviceMpiLink::post_recv(uint64_t seq, size_t bytes, void* dst) {
               "MPI link to rank " << peer_ << ": receive slot busy for block " << seq
                                   << " (still holds block " << r.seq << ", released up to "
                                   << released_ << ")");
-  LPSGD_CHECK(dst || bytes <= slot_bytes_, "MPI link: block of " << bytes << " bytes exceeds slot");
-  LPSGD_CHECK(bytes <= static_cast<size_t>(INT_MAX), "MPI link: block too large");
+  LPSGD_CHECK((dst || bytes <= slot_bytes_) && message_count(bytes, max_message_) <= per_slot_,
+              "MPI link: block of " << bytes << " bytes exceeds the slot of " << slot_bytes_);
   r.seq = seq;
   r.bytes = bytes;
   r.target = dst ? dst : recv_slots_.as<char>() + k * slot_bytes_;
@@ -174,9 +176,7 @@ const void* DeviceMpiLink::test_recv(uint64_t seq) {
   RecvSlot& r = rx_[slot(seq)];
   if (r.seq != seq || r.state == Rx::Idle || r.state == Rx::Waiting) return nullptr;  // not posted yet
   if (r.state == Rx::Posted) {
-    int done = 0;
-    MPI_CHECK(MPI_Test(&r.req, &done, MPI_STATUS_IGNORE));
-    if (!done) return nullptr;
+    if (!test_all(r.req.data(), r.req.size())) return nullptr;
     if (staged_) {
       // Queued: whoever uses the block queues after this copy on the same device.
       dev_.copy_from_host_async(r.target, host_recv(slot(seq)), r.bytes);

@@ -38,8 +38,9 @@ class DeviceMpiLink final : public Link {
  public:
   /// tag_out / tag_in tell the two directions apart on `comm`; staged: copy
   /// blocks through pinned host slots instead of giving MPI device pointers.
-  DeviceMpiLink(Device& dev, MPI_Comm comm, int peer, int window, size_t slot_bytes, int tag_out,
-                int tag_in, bool staged);
+  /// A block travels as messages of at most max_message bytes, as MpiLink's.
+  DeviceMpiLink(Device& dev, MPI_Comm comm, int peer, int window, size_t slot_bytes,
+                size_t max_message, int tag_out, int tag_in, bool staged);
   ~DeviceMpiLink() override;
   LinkKind kind() const override { return LinkKind::Mpi; }
   bool staged() const { return staged_; }
@@ -60,7 +61,7 @@ class DeviceMpiLink final : public Link {
     uint64_t seq = 0;
     const void* src = nullptr;  // what MPI sends: the host slot (staged) or the caller's memory
     size_t bytes = 0;
-    MPI_Request req = MPI_REQUEST_NULL;
+    std::vector<MPI_Request> req;        // one per message of the block
     std::unique_ptr<DeviceEvent> ready;  // the block is in `src`
   };
   struct RecvSlot {
@@ -69,7 +70,7 @@ class DeviceMpiLink final : public Link {
     void* target = nullptr;  // device memory the block ends up in
     size_t bytes = 0;
     void* land = nullptr;    // where MPI writes: the host slot (staged) or target
-    MPI_Request req = MPI_REQUEST_NULL;
+    std::vector<MPI_Request> req;  // one per message of the block
     std::unique_ptr<DeviceEvent> copied;  // staged: the host slot has been copied out
     std::unique_ptr<DeviceEvent> free;    // direct: work queued before the receive is done
   };
@@ -85,6 +86,7 @@ class DeviceMpiLink final : public Link {
 
   Device& dev_;
   MPI_Comm comm_;
+  size_t max_message_, per_slot_;
   int tag_out_, tag_in_;
   bool staged_;
   DeviceBuffer send_slots_, recv_slots_;

@@ -23,9 +23,9 @@ constexpr int kTagDataLeftwards = 2;
 }  // namespace
 
 LinkBuilder::LinkBuilder(const Chain& chain, Device& dev, MPI_Comm link_comm, int window,
-                         size_t slot_bytes, bool stage_mpi)
+                         size_t slot_bytes, size_t max_message, bool stage_mpi)
     : chain_(chain), dev_(dev), comm_(link_comm), window_(window), slot_bytes_(slot_bytes),
-      stage_mpi_(stage_mpi || !mpi_accepts_device_memory(dev)) {
+      max_message_(max_message), stage_mpi_(stage_mpi || !mpi_accepts_device_memory(dev)) {
   const bool peers = chain.left_kind() == LinkKind::Shm || chain.right_kind() == LinkKind::Shm;
   if (dev.kind() == DeviceKind::Cpu) {
     shm_ = std::make_unique<ShmArena>(chain, window, slot_bytes, peers);
@@ -60,9 +60,10 @@ std::unique_ptr<Link> LinkBuilder::make(int side) {
 
 std::unique_ptr<Link> LinkBuilder::make_mpi(MPI_Comm comm, int peer, int tag_out, int tag_in) {
   if (dev_.kind() == DeviceKind::Cpu && !stage_mpi_)
-    return std::make_unique<MpiLink>(dev_, comm, peer, window_, slot_bytes_, tag_out, tag_in);
-  return std::make_unique<DeviceMpiLink>(dev_, comm, peer, window_, slot_bytes_, tag_out, tag_in,
-                                         stage_mpi_);
+    return std::make_unique<MpiLink>(dev_, comm, peer, window_, slot_bytes_, max_message_, tag_out,
+                                     tag_in);
+  return std::make_unique<DeviceMpiLink>(dev_, comm, peer, window_, slot_bytes_, max_message_,
+                                         tag_out, tag_in, stage_mpi_);
 }
 
 }  // namespace lpsgd::comm

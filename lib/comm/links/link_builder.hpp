@@ -28,7 +28,7 @@ class LinkBuilder {
   /// MPI links use `link_comm` (rank = chain position); stage_mpi: MPI links
   /// copy through pinned host slots (DeviceMpiLink, staged), on any device.
   LinkBuilder(const Chain& chain, Device& dev, MPI_Comm link_comm, int window, size_t slot_bytes,
-              bool stage_mpi);
+              size_t max_message, bool stage_mpi);
   ~LinkBuilder();
   LinkBuilder(const LinkBuilder&) = delete;
   LinkBuilder& operator=(const LinkBuilder&) = delete;
@@ -47,6 +47,7 @@ class LinkBuilder {
   MPI_Comm comm_;
   int window_;
   size_t slot_bytes_;
+  size_t max_message_;  // MPI links' largest message
   bool stage_mpi_;
   std::unique_ptr<ShmArena> shm_;      // CPU peer links
   std::unique_ptr<CudaIpcArena> ipc_;  // GPU peer links

@@ -13,12 +13,13 @@ void Link::out_of_order(uint64_t seq) const {
 }
 
 MpiLink::MpiLink(Device& dev, MPI_Comm comm, int peer, int window, size_t slot_bytes,
-                 int tag_out, int tag_in)
-    : Link(peer, window, slot_bytes), comm_(comm), tag_out_(tag_out), tag_in_(tag_in),
+                 size_t max_message, int tag_out, int tag_in)
+    : Link(peer, window, slot_bytes), comm_(comm), max_message_(link_message_bytes(max_message, window, slot_bytes)),
+      per_slot_(message_count(slot_bytes, max_message_)), tag_out_(tag_out), tag_in_(tag_in),
       send_slots_(dev, static_cast<size_t>(window) * slot_bytes),
       recv_slots_(dev, static_cast<size_t>(window) * slot_bytes),
-      send_req_(static_cast<size_t>(window), MPI_REQUEST_NULL),
-      recv_req_(static_cast<size_t>(window), MPI_REQUEST_NULL),
+      send_req_(static_cast<size_t>(window) * per_slot_, MPI_REQUEST_NULL),
+      recv_req_(static_cast<size_t>(window) * per_slot_, MPI_REQUEST_NULL),
       send_seq_(static_cast<size_t>(window), 0),
       recv_ptr_(static_cast<size_t>(window), nullptr),
       recv_arrived_(static_cast<size_t>(window), 0) {
@@ -36,7 +37,7 @@ MpiLink::~MpiLink() {
 }
 
 bool MpiLink::can_send(uint64_t seq) {
-  return test_request(send_req_[slot(seq)]);
+  return test_all(sends(slot(seq)), per_slot_);
 }
 
 void* MpiLink::send_slot(uint64_t seq) {
@@ -45,11 +46,13 @@ void* MpiLink::send_slot(uint64_t seq) {
 
 void MpiLink::post_send(uint64_t seq, const void* src, size_t bytes) {
   const size_t s = slot(seq);
-  LPSGD_CHECK(send_req_[s] == MPI_REQUEST_NULL, "MPI link: send slot busy for block " << seq);
-  LPSGD_CHECK(bytes <= static_cast<size_t>(INT_MAX), "MPI link: block too large");
+  LPSGD_CHECK(sends(s)[0] == MPI_REQUEST_NULL, "MPI link: send slot busy for block " << seq);
+  LPSGD_CHECK(message_count(bytes, max_message_) <= per_slot_,
+              "MPI link: block of " << bytes << " bytes exceeds the slot of " << slot_bytes_);
   send_seq_[s] = seq;
-  // Synchronous: the slot frees once the receiver has matched (mpi_link.hpp).
-  MPI_CHECK(MPI_Issend(src, static_cast<int>(bytes), MPI_BYTE, peer_, tag_out_, comm_, &send_req_[s]));
+  // The last message synchronous: the slot frees once the receiver has
+  // matched the whole block (mpi_link.hpp).
+  post_sends(src, bytes, max_message_, peer_, tag_out_, comm_, /*sync_last=*/true, sends(s));
 }
 
 bool MpiLink::send_done(uint64_t seq) {
@@ -60,16 +63,17 @@ bool MpiLink::send_done(uint64_t seq) {
 
 void MpiLink::post_recv(uint64_t seq, size_t bytes, void* dst) {
   const size_t s = slot(seq);
-  LPSGD_CHECK(recv_req_[s] == MPI_REQUEST_NULL,
+  LPSGD_CHECK(recvs(s)[0] == MPI_REQUEST_NULL,
               "MPI link to rank " << peer_ << ": receive slot busy for block " << seq
                                   << " (still holds block " << recv_seq_[s] << ", released up to "
                                   << released_ << ")");
   recv_seq_[s] = seq;
   void* p = dst ? dst : static_cast<char*>(recv_slots_.data()) + s * slot_bytes_;
-  LPSGD_CHECK(dst || bytes <= slot_bytes_, "MPI link: block of " << bytes << " bytes exceeds slot");
+  LPSGD_CHECK((dst || bytes <= slot_bytes_) && message_count(bytes, max_message_) <= per_slot_,
+              "MPI link: block of " << bytes << " bytes exceeds the slot of " << slot_bytes_);
   recv_ptr_[s] = p;
   recv_arrived_[s] = 0;
-  MPI_CHECK(MPI_Irecv(p, static_cast<int>(bytes), MPI_BYTE, peer_, tag_in_, comm_, &recv_req_[s]));
+  post_recvs(p, bytes, max_message_, peer_, tag_in_, comm_, recvs(s));
 }
 
 void MpiLink::pending_requests(std::vector<MPI_Request*>& out) {
@@ -84,7 +88,7 @@ const void* MpiLink::test_recv(uint64_t seq) {
   if (recv_seq_[s] != seq) return nullptr;  // not posted yet
   if (!recv_arrived_[s]) {
     // (A request completed by a blocking wait elsewhere is null: complete.)
-    if (!test_request(recv_req_[s])) return nullptr;
+    if (!test_all(recvs(s), per_slot_)) return nullptr;
     recv_arrived_[s] = 1;
   }
   return recv_ptr_[s];
