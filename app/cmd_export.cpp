@@ -57,7 +57,9 @@ int run_export(int argc, char** argv) {
   if (checkpoint.empty() == model.empty())
     LPSGD_USAGE_ERROR("name either a CHECKPOINT or --model SPEC|FILE.onnx (" << usage << ")");
   if (init != "file" && init != "fresh") LPSGD_USAGE_ERROR("--init must be file or fresh, got '" << init << "'");
-  if (!model::onnx_available()) model::write_onnx(out, model::ModelDesc{});  // says it is not built
+  if (!model::onnx_available())
+    LPSGD_USAGE_ERROR(out << ": this lpsgd was built without ONNX support (install Debian's "
+                          << "libonnx-dev and libprotobuf-dev, e.g. with tools/setup.sh, and rebuild)");
 
   model::ModelDesc d;
   std::string names_from = data;

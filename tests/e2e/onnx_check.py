@@ -586,7 +586,14 @@ def case_notest(work):
           f"{len(recs)} metrics records with test_acc null and training loss")
 
 
+def need_onnx_build():
+    v = subprocess.run([LPSGD, "--version"], stdin=subprocess.DEVNULL, capture_output=True, text=True).stdout
+    if "built without ONNX" in v:
+        skip("this lpsgd was built without ONNX (libonnx-dev missing when CMake ran)")
+
+
 def main():
+    need_onnx_build()
     cases = {"agreement": case_agreement, "torch": case_torch, "roundtrip": case_roundtrip,
              "twin": case_twin, "errors": case_errors, "notest": case_notest}
     if CASE not in cases:

@@ -165,8 +165,8 @@ void onnx_seeds(const std::string& dir) {
       s = model::output_shape(l, s);
     }
     d.input_type = i == 0 ? model::InputType::U8 : model::InputType::F32;
-    const size_t scales = d.input_shape.size() == 3 ? static_cast<size_t>(d.input_shape[0])
-                                                    : static_cast<size_t>(d.input_shape[0]);
+    // Per channel for [C, H, W], per value for a flat [D]: both d.input_shape[0].
+    const auto scales = static_cast<size_t>(d.input_shape[0]);
     d.scale.assign(scales, i == 0 ? 1.0f / 255 : 1.0f);
     d.shift.assign(scales, i == 0 ? -0.5f : 0.0f);
     if (i == 2) d.scale.clear(), d.shift.clear();  // no scaling: the graph takes scaled input

@@ -3,10 +3,13 @@
 
 The network is the one lpsgd calls cnn:lenet (conv5x5-32 pad 2, ReLU, max
 pool 2, conv5x5-64 pad 2, ReLU, max pool 2, flatten, fc-512, ReLU, fc-10),
-written as any PyTorch user would, with PyTorch's own initialisation; its
-initializers are the parameters lpsgd starts from.
+written as any PyTorch user would; its initializers are the parameters lpsgd
+starts from. --init torch (the default) keeps PyTorch's own initialisation
+(uniform, about 1/sqrt(3 fan_in) for weights and biases); --init he draws
+what lpsgd draws for cnn:lenet (He normal, Xavier uniform for the last layer,
+zero biases), other values from another generator: docs/onnx.md compares both.
 
-  /usr/bin/python3 tools/onnx/torch_lenet.py lenet.onnx [--opset 13] [--seed 0]
+  /usr/bin/python3 tools/onnx/torch_lenet.py lenet.onnx [--opset 13] [--seed 0] [--init he]
 
 (Debian's python3-torch runs with /usr/bin/python3.)
 """
@@ -37,13 +40,24 @@ def main():
     ap.add_argument("out", help="the ONNX file to write")
     ap.add_argument("--opset", type=int, default=13, help="ONNX opset (lpsgd reads 11 to 17)")
     ap.add_argument("--seed", type=int, default=0, help="torch.manual_seed for the initial weights")
+    ap.add_argument("--init", choices=["torch", "he"], default="torch",
+                    help="PyTorch's default initialisation, or lpsgd's scheme (He normal, Xavier last)")
     a = ap.parse_args()
     torch.manual_seed(a.seed)
     model = LeNet().eval()
+    if a.init == "he":
+        layers = [model.conv1, model.conv2, model.fc1, model.fc2]
+        for layer in layers:
+            if layer is layers[-1]:
+                nn.init.xavier_uniform_(layer.weight)
+            else:
+                nn.init.kaiming_normal_(layer.weight, nonlinearity="relu")
+            nn.init.zeros_(layer.bias)
     torch.onnx.export(model, torch.zeros(1, 1, 28, 28), a.out, opset_version=a.opset,
                       input_names=["image"], output_names=["logits"],
                       dynamic_axes={"image": {0: "batch"}, "logits": {0: "batch"}})
-    print(f"wrote {a.out}: LeNet, {sum(p.numel() for p in model.parameters())} parameters, opset {a.opset}")
+    print(f"wrote {a.out}: LeNet, {sum(p.numel() for p in model.parameters())} parameters, "
+          f"opset {a.opset}, {a.init} initialisation")
 
 
 if __name__ == "__main__":
