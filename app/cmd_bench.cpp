@@ -22,6 +22,7 @@
 
 #include "app/commands.hpp"
 #include "comm/calibrate.hpp"
+#include "comm/chain.hpp"
 #include "comm/communicator.hpp"
 #include "core/cli.hpp"
 #include "core/log.hpp"
@@ -123,7 +124,7 @@ int run_bench(int argc, char** argv) {
     ("json", po::value(&json_path), "write one JSON object per row to FILE")
     ("csv", po::value(&csv_path), "write the rows as CSV to FILE")
     ("calibrate", po::bool_switch(&do_calibrate), "measure alpha, beta, gamma; write the calibration file")
-    ("calibration", po::value(&calib), "calibration file to read/write (default ~/.cache/lpsgd/calibration-HOST.ini, one per machine)");
+    ("calibration", po::value(&calib), "calibration file to read/write (default ~/.cache/lpsgd/calibration-HOST.ini on one machine, calibration-HOST+N-HASH.ini for N machines: one per cluster)");
   po::variables_map vm;
   if (!cli::parse(argc, argv, desc, vm, "usage: lpsgd bench [--op LIST] [--algo LIST] [-b MIN -e MAX -f F] [options]"))
     return 0;
@@ -184,7 +185,9 @@ int run_bench(int argc, char** argv) {
 
   if (do_calibrate) {
     CostModel m = calibrate(MPI_COMM_WORLD, *dev, rpn);
-    const std::string path = calib.empty() ? CostModel::default_path() : calib;
+    const std::string path =
+        calib.empty() ? CostModel::default_path(Chain(MPI_COMM_WORLD, LinksMode::Auto, rpn).hosts())
+                      : calib;
     if (wrank == 0) {
       m.save(path);
       std::printf("# calibration written to %s\n#  alpha_shm %.3g s  beta_shm %.3g s/B (%.2f GB/s)\n"

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <climits>
 #include <vector>
 
 #include "comm/communicator.hpp"
@@ -15,8 +16,8 @@ namespace {
 // that is not in cache. Calibration does the same, walking through this much.
 constexpr size_t kStreamBytes = 64u << 20;
 
-/// Median time per block when chain position 0 streams `blocks` blocks of
-/// `bytes` to position 1 through the link with its W slots, as one hop of an
+/// Median time per block when chain position a streams `blocks` blocks of
+/// `bytes` to position a + 1 through the link with its W slots, as one hop of an
 /// LP pipeline does: the sender takes each block from a large buffer, the
 /// receiver writes it to another part of that buffer (MPI links deliver there;
 /// peer links are read in place and copied out). The per-block period of a
@@ -24,8 +25,8 @@ constexpr size_t kStreamBytes = 64u << 20;
 /// between the cores, and the receiver's copy. A first untimed pass walks the
 /// first part so that memory registrations are warm; repetitions walk the
 /// buffer so that caches do not hold it.
-double stream_period(Communicator& c, size_t bytes, int blocks, int reps, DeviceBuffer& stream) {
-  const int pos = c.rank();
+double stream_period(Communicator& c, int a, size_t bytes, int blocks, int reps, DeviceBuffer& stream) {
+  const int pos = c.rank() - a;
   const size_t half = stream.bytes() / 2;
   LPSGD_CHECK(bytes * static_cast<size_t>(blocks) <= half,
               "calibration stream of " << blocks << " x " << bytes << " bytes exceeds " << half);
@@ -38,7 +39,7 @@ double stream_period(Communicator& c, size_t bytes, int blocks, int reps, Device
     char* dst = src + half;
     MPI_CHECK(MPI_Barrier(c.ctrl_comm()));
     Timer timer;
-    if (pos <= 1) {
+    if (pos == 0 || pos == 1) {
       Link* L = pos == 0 ? c.right_link() : c.left_link();
       const uint64_t tx = L->tx_base(), rx = L->rx_base();
       const uint64_t k = static_cast<uint64_t>(blocks);
@@ -70,17 +71,17 @@ double stream_period(Communicator& c, size_t bytes, int blocks, int reps, Device
   return t[t.size() / 2];
 }
 
-/// Half the median round trip of a small block between chain positions 0 and
-/// 1 over the link: the latency a block pays on a hop before a pipeline is
+/// Half the median round trip of a small block between chain positions a and
+/// a + 1 over the link: the latency a block pays on a hop before a pipeline is
 /// full. Streaming (above) hides it behind the blocks in flight — over TCP the
 /// socket takes the next block at once, and the fit's α came out as zero
 /// there while a hop took tens of microseconds.
-double half_round_trip(Communicator& c, size_t bytes, int reps, DeviceBuffer& stream) {
-  const int pos = c.rank();
+double half_round_trip(Communicator& c, int a, size_t bytes, int reps, DeviceBuffer& stream) {
+  const int pos = c.rank() - a;
   char* src = static_cast<char*>(stream.data());
   char* dst = src + stream.bytes() / 2;
   std::vector<double> t;
-  if (pos <= 1) {
+  if (pos == 0 || pos == 1) {
     Link* L = pos == 0 ? c.right_link() : c.left_link();
     const uint64_t tx = L->tx_base(), rx = L->rx_base();
     const auto send = [&](uint64_t j) {
@@ -113,11 +114,48 @@ double half_round_trip(Communicator& c, size_t bytes, int reps, DeviceBuffer& st
     std::nth_element(t.begin(), t.begin() + static_cast<long>(t.size() / 2), t.end());
     h = t[t.size() / 2];
   }
-  MPI_CHECK(MPI_Bcast(&h, 1, MPI_DOUBLE, 0, c.ctrl_comm()));
+  MPI_CHECK(MPI_Bcast(&h, 1, MPI_DOUBLE, a, c.ctrl_comm()));
   return h;
 }
 
+/// The first chain position whose right link is of `kind` (the same on every
+/// rank), or -1 where the chain has none.
+int first_link_of(const Communicator& c, LinkKind kind) {
+  int p = c.chain().has_right() && c.chain().right_kind() == kind ? c.rank() : INT_MAX;
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &p, 1, MPI_INT, MPI_MIN, c.ctrl_comm()));
+  return p == INT_MAX ? -1 : p;
+}
+
+/// α and β of the link from position a to a + 1: t(b) = α + b·β per block.
+std::array<double, 2> fit_link(Communicator& c, int a, int reps, DeviceBuffer& stream) {
+  // Two block sizes around the ones LP picks.
+  const size_t b1 = 16u << 10, b2 = 256u << 10;
+  const double t1 = stream_period(c, a, b1, 512, reps, stream);
+  const double t2 = stream_period(c, a, b2, 64, reps, stream);
+  const double b = std::max(1e-13, (t2 - t1) / static_cast<double>(b2 - b1));
+  // α: the per-block cost streaming shows, or the one-way latency of a
+  // small block, whichever is larger (the pipeline's fill pays the latter).
+  const double al = std::max({1e-8, t1 - b * static_cast<double>(b1),
+                              half_round_trip(c, a, 64, 5 * reps, stream)});
+  std::array<double, 2> ab = {al, b};
+  MPI_CHECK(MPI_Bcast(ab.data(), 2, MPI_DOUBLE, a, c.ctrl_comm()));
+  return ab;
+}
+
 }  // namespace
+
+bool links_match(Communicator& c, const CostModel& m, double* measured_s, double* predicted_s) {
+  const int a = first_link_of(c, LinkKind::Mpi);
+  if (a < 0) return true;
+  const size_t bytes = 256u << 10;
+  const int blocks = 8;
+  DeviceBuffer stream(c.device(), 2 * bytes * blocks);
+  const double measured = stream_period(c, a, bytes, blocks, 1, stream);
+  const double predicted = m.alpha_mpi + static_cast<double>(bytes) * m.beta_mpi;
+  if (measured_s) *measured_s = measured;
+  if (predicted_s) *predicted_s = predicted;
+  return measured < 1.5 * predicted && predicted < 1.5 * measured;
+}
 
 CostModel calibrate(MPI_Comm parent, Device& dev, int ranks_per_node, int reps) {
   reps = std::max(3, reps / 5);  // each repetition streams a whole 8 MiB
@@ -127,32 +165,32 @@ CostModel calibrate(MPI_Comm parent, Device& dev, int ranks_per_node, int reps) 
   const size_t big = 1u << 20;
   DeviceBuffer stream(dev, kStreamBytes);
   if (size >= 2) {
-    for (LinksMode mode : {LinksMode::Auto, LinksMode::Mpi}) {
-      CommOptions o;
-      o.links = mode;
-      o.ranks_per_node = ranks_per_node;
-      o.slot_bytes = big;
-      Communicator c(parent, dev, o);
-      int kind_i = static_cast<int>(c.rank() == 0 ? c.chain().right_kind() : LinkKind::None);
-      MPI_CHECK(MPI_Bcast(&kind_i, 1, MPI_INT, 0, c.ctrl_comm()));
-      // Two block sizes around the ones LP picks: t(b) = α + b·β per block.
-      const size_t b1 = 16u << 10, b2 = 256u << 10;
-      const double t1 = stream_period(c, b1, 512, reps, stream);
-      const double t2 = stream_period(c, b2, 64, reps, stream);
-      const double b = std::max(1e-13, (t2 - t1) / static_cast<double>(b2 - b1));
-      // α: the per-block cost streaming shows, or the one-way latency of a
-      // small block, whichever is larger (the pipeline's fill pays the latter).
-      const double a = std::max({1e-8, t1 - b * static_cast<double>(b1),
-                                 half_round_trip(c, 64, 5 * reps, stream)});
-      std::array<double, 2> ab = {a, b};
-      MPI_CHECK(MPI_Bcast(ab.data(), 2, MPI_DOUBLE, 0, c.ctrl_comm()));
-      if (static_cast<LinkKind>(kind_i) == LinkKind::Shm) {
-        m.alpha_shm = ab[0];
-        m.beta_shm = ab[1];
-      } else {
-        m.alpha_mpi = ab[0];
-        m.beta_mpi = ab[1];
-      }
+    // The chain's own links: its first peer link, and its first MPI link
+    // (between nodes: with several ranks per node, ranks 0 and 1 share a node
+    // and an MPI link between them would measure the MPI library's shared
+    // memory, not the network).
+    CommOptions o;
+    o.ranks_per_node = ranks_per_node;
+    o.slot_bytes = big;
+    Communicator c(parent, dev, o);
+    const int shm = first_link_of(c, LinkKind::Shm), mpi = first_link_of(c, LinkKind::Mpi);
+    if (shm >= 0) {
+      const auto ab = fit_link(c, shm, reps, stream);
+      m.alpha_shm = ab[0];
+      m.beta_shm = ab[1];
+    }
+    if (mpi >= 0) {
+      const auto ab = fit_link(c, mpi, reps, stream);
+      m.alpha_mpi = ab[0];
+      m.beta_mpi = ab[1];
+    } else {
+      // One node: MPI links over the MPI library's transport between two of
+      // its ranks (what pretend nodes use).
+      o.links = LinksMode::Mpi;
+      Communicator cm(parent, dev, o);
+      const auto ab = fit_link(cm, 0, reps, stream);
+      m.alpha_mpi = ab[0];
+      m.beta_mpi = ab[1];
     }
   }
   // γ per byte of output, as an LP step reduces: a block just received (in

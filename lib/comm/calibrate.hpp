@@ -11,9 +11,19 @@
 
 namespace lpsgd::comm {
 
+class Communicator;
+
 /// Collective over `parent` (needs at least 2 ranks for α and β; with one rank
 /// only γ is measured and the rest keep their defaults). Every rank returns
 /// the same model.
 CostModel calibrate(MPI_Comm parent, Device& dev, int ranks_per_node, int reps = 50);
+
+/// Whether `m` still describes c's MPI links: streams a few 256 KiB blocks
+/// over the chain's first MPI link (some 10 to 100 ms) and compares the
+/// period with m's α + b·β, within a factor of 1.5. True where the chain has
+/// no MPI link. Collective over c; every rank gets the same answer. Sets
+/// `measured_s` and `predicted_s` to the two periods.
+bool links_match(Communicator& c, const CostModel& m, double* measured_s = nullptr,
+                 double* predicted_s = nullptr);
 
 }  // namespace lpsgd::comm

@@ -1,5 +1,7 @@
 #include "comm/chain.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <sstream>
@@ -51,10 +53,16 @@ Chain::Chain(MPI_Comm parent, LinksMode links, int ranks_per_node) {
   int node_leader = prank;
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &node_leader, 1, MPI_INT, MPI_MIN, node_comm_));
 
-  // Everyone learns (real node leader, real local rank) of everyone.
+  // Everyone learns (real node leader, real local rank) of everyone, and the
+  // host names.
   std::vector<int> mine = {node_leader, real_local_rank_};
   std::vector<int> all(2 * static_cast<size_t>(psize));
   MPI_CHECK(MPI_Allgather(mine.data(), 2, MPI_INT, all.data(), 2, MPI_INT, parent));
+  constexpr int kHost = 64;
+  char host[kHost] = {};
+  gethostname(host, kHost - 1);
+  std::vector<char> hosts(static_cast<size_t>(psize) * kHost);
+  MPI_CHECK(MPI_Allgather(host, kHost, MPI_CHAR, hosts.data(), kHost, MPI_CHAR, parent));
 
   // Order by (real node, local rank); split real nodes into pretend nodes.
   std::vector<std::tuple<int, int, int>> order;  // leader, local, parent rank
@@ -70,6 +78,7 @@ Chain::Chain(MPI_Comm parent, LinksMode links, int ranks_per_node) {
     if (leader != last_leader) {
       ++node;
       last_leader = leader;
+      hosts_.emplace_back(&hosts[static_cast<size_t>(r) * kHost]);
     } else if (ranks_per_node > 0 && local % ranks_per_node == 0) {
       ++node;  // a pretend node boundary inside a real node
     }

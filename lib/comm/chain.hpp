@@ -50,6 +50,9 @@ class Chain {
   int node_of(int p) const { return node_of_[static_cast<size_t>(p)]; }
   /// "P=8 nodes=2: [0 1 2 3] [4 5 6 7]" for logs; past 16 nodes the middle is elided.
   std::string describe() const;
+  /// The host name of every real machine the chain runs on, in chain order
+  /// (pretend nodes of one machine count once): what a calibration is of.
+  const std::vector<std::string>& hosts() const { return hosts_; }
 
  private:
   MPI_Comm comm_ = MPI_COMM_NULL;
@@ -59,6 +62,7 @@ class Chain {
   LinksMode links_ = LinksMode::Auto;
   LinkKind left_kind_ = LinkKind::None, right_kind_ = LinkKind::None;
   std::vector<int> parent_rank_of_, node_of_;
+  std::vector<std::string> hosts_;
 };
 
 /// LPSGD_RANKS_PER_NODE from the environment, or 0.

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstdio>
 #include <cstring>
@@ -71,11 +72,25 @@ Communicator::Communicator(MPI_Comm parent, Device& dev, CommOptions opts)
 
   // Cost model: rank 0 reads the calibration and everyone uses its numbers,
   // so `auto` chooses the same algorithm and block everywhere.
-  if (chain_->pos() == 0) model_ = CostModel::load_or_default(opts_.calibration_file);
+  // Without a file named, the cluster's own one (CostModel::default_path).
+  if (chain_->pos() == 0)
+    model_ = opts_.calibration_file.empty()
+                 ? CostModel::load_if_present(CostModel::default_path(chain_->hosts()))
+                 : CostModel::load_or_default(opts_.calibration_file);
   share_model();
-  if (!model_.calibrated && opts_.calibrate_if_missing && size() > 1 &&
-      dev.kind() == DeviceKind::Cpu && !build::smpi)
-    calibrate_now();
+  if (opts_.calibrate_if_missing && size() > 1 && dev.kind() == DeviceKind::Cpu && !build::smpi) {
+    double measured = 0, predicted = 0;
+    if (!model_.calibrated) {
+      calibrate_now();
+    } else if (opts_.calibration_file.empty() && !links_match(*this, model_, &measured, &predicted)) {
+      // The same nodes, other links (another rate, another network): measure again.
+      LPSGD_INFO("the calibration in " << model_.source << " no longer fits the MPI links (a "
+                                       << std::lround(static_cast<double>(256u << 10) / 1024)
+                                       << " KiB block took " << std::setprecision(3) << 1e3 * measured
+                                       << " ms, it predicts " << 1e3 * predicted << " ms): measuring again");
+      calibrate_now();
+    }
+  }
   model_.window = opts_.window;
   LPSGD_DEBUG("chain " << chain_->describe());
 }
@@ -98,7 +113,7 @@ void Communicator::share_model() {
 void Communicator::calibrate_now() {
   const double t0 = now_s();
   CostModel m = calibrate(chain_->comm(), dev_, opts_.ranks_per_node);
-  const std::string path = CostModel::default_path();
+  const std::string path = CostModel::default_path(chain_->hosts());
   m.calibrated = true;
   m.source = path + " (measured now)";
   if (chain_->pos() == 0) {

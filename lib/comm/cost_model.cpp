@@ -319,13 +319,29 @@ void CostModel::set_params(const std::array<double, kParams>& p) {
   gamma = p[4];
 }
 
-std::string CostModel::default_path() {
+std::string CostModel::default_path(const std::vector<std::string>& nodes) {
   if (const char* e = std::getenv("LPSGD_CALIBRATION"); e && *e) return e;
   const char* home = std::getenv("HOME");
-  char host[256] = "localhost";
-  gethostname(host, sizeof host - 1);
-  host[sizeof host - 1] = '\0';
-  return std::string(home && *home ? home : ".") + "/.cache/lpsgd/calibration-" + host + ".ini";
+  std::string name;
+  if (nodes.size() <= 1) {
+    char host[256] = "localhost";
+    gethostname(host, sizeof host - 1);
+    host[sizeof host - 1] = '\0';
+    name = nodes.empty() ? host : nodes[0];
+  } else {
+    uint32_t h = 2166136261u;  // FNV-1a over the names, in order
+    for (const std::string& n : nodes)
+      for (const char c : n + '\n') h = (h ^ static_cast<unsigned char>(c)) * 16777619u;
+    char tail[32];
+    std::snprintf(tail, sizeof tail, "+%zu-%08x", nodes.size(), h);
+    name = nodes[0] + tail;
+  }
+  return std::string(home && *home ? home : ".") + "/.cache/lpsgd/calibration-" + name + ".ini";
+}
+
+CostModel CostModel::load_if_present(const std::string& path) {
+  if (!std::ifstream(path)) return CostModel{};
+  return load_or_default(path);
 }
 
 CostModel CostModel::load_or_default(const std::string& path_in) {

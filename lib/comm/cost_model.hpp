@@ -41,6 +41,7 @@
 #include <array>
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "comm/types.hpp"
 
@@ -91,12 +92,19 @@ class CostModel {
 
   /// Reads `path` (or the default path when empty); defaults if absent.
   static CostModel load_or_default(const std::string& path);
+  /// The calibration at `path` if there is one, else the built-in defaults.
+  static CostModel load_if_present(const std::string& path);
   /// Writes `name = value` lines; atomically (temporary file, then rename).
   void save(const std::string& path) const;
   /// The default calibration file: $LPSGD_CALIBRATION, else
   /// ~/.cache/lpsgd/calibration-HOST.ini (one per machine: a shared home
   /// directory holds every node's own).
-  static std::string default_path();
+  /// $LPSGD_CALIBRATION, else ~/.cache/lpsgd/calibration-HOST.ini for one
+  /// node, calibration-HOST+N-HASH.ini for N nodes (HOST the first node's
+  /// name, HASH of all their names): one file per cluster, so the links of
+  /// one set of nodes are not taken for another's. `nodes`: the node names in
+  /// chain order (cluster_nodes()); empty means this host alone.
+  static std::string default_path(const std::vector<std::string>& nodes = {});
 
   std::array<double, kParams> params() const { return {alpha_shm, beta_shm, alpha_mpi, beta_mpi, gamma}; }
   void set_params(const std::array<double, kParams>& p);

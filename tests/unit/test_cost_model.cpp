@@ -223,3 +223,23 @@ TEST(CostModel, SaveAndLoadRoundTrip) {
   EXPECT_THROW(CostModel::load_or_default("/nonexistent/calibration.ini"), lpsgd::Error);
   std::remove(path.c_str());
 }
+
+// One calibration file per cluster: one machine keeps its host's file; a set
+// of machines gets one named after its first and its count, and a hash of all
+// their names, so another set of nodes never reads this one's links.
+TEST(CostModel, DefaultPathIsPerCluster) {
+  unsetenv("LPSGD_CALIBRATION");
+  const std::string one = CostModel::default_path({"node-a"});
+  EXPECT_NE(one.find("/.cache/lpsgd/calibration-node-a.ini"), std::string::npos) << one;
+  const std::string two = CostModel::default_path({"node-a", "node-b"});
+  EXPECT_NE(two.find("/.cache/lpsgd/calibration-node-a+2-"), std::string::npos) << two;
+  EXPECT_EQ(two, CostModel::default_path({"node-a", "node-b"}));  // stable
+  EXPECT_NE(two, CostModel::default_path({"node-a", "node-c"}));
+  EXPECT_NE(two, CostModel::default_path({"node-b", "node-a"}));
+  EXPECT_NE(CostModel::default_path({"node-a", "node-b", "node-c"}).find("+3-"), std::string::npos);
+  // LPSGD_CALIBRATION names the file outright; a missing one is the defaults.
+  setenv("LPSGD_CALIBRATION", "/tmp/elsewhere.ini", 1);
+  EXPECT_EQ(CostModel::default_path({"node-a", "node-b"}), "/tmp/elsewhere.ini");
+  unsetenv("LPSGD_CALIBRATION");
+  EXPECT_FALSE(CostModel::load_if_present("/nonexistent/calibration.ini").calibrated);
+}
