@@ -209,6 +209,10 @@ void set_host_threads(int n);
 /// (avx2), cuBLAS 13.0, cuDNN 9.13" (lpsgd --version, benchmark headers).
 std::string compute_libraries();
 
+/// Which --precision runs where, for lpsgd --version: "fp32 everywhere; bf16
+/// compute: cpu avx512_core_bf16 (oneDNN)" or "... cpu not on this CPU (...)".
+std::string precision_support();
+
 /// Number of usable GPUs (0 when CUDA is not built or no driver/GPU is present).
 int cuda_device_count();
 

@@ -417,6 +417,10 @@ std::string cuda_libraries() {
          std::to_string(patch) + ", " + cudnn::version();
 }
 
+std::string cuda_bf16_support() {
+  return "not built (the GPU plans compute in fp32; --precision bf16 is refused on --device cuda)";
+}
+
 cudaStream_t cuda_stream_of(Device& dev) { return as_cuda_device(dev).stream(); }
 int cuda_ordinal_of(Device& dev) { return as_cuda_device(dev).ordinal(); }
 void cuda_make_current(Device& dev) { as_cuda_device(dev).bind(); }
