@@ -394,12 +394,11 @@ void Run::require_precision() {
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
   if (first == world_) return;
   char why[512] = {};
-  if (rank_ == first) std::snprintf(why, sizeof why, "%s", how.c_str());
+  if (rank_ == first) std::snprintf(why, sizeof why, "%s: %s", dev_.name().c_str(), how.c_str());
   MPI_CHECK(MPI_Bcast(why, sizeof why, MPI_CHAR, first, MPI_COMM_WORLD));
-  LPSGD_USAGE_ERROR("--precision " << precision_name(cfg_.precision) << " needs native bf16 compute"
+  LPSGD_USAGE_ERROR("--precision " << precision_name(cfg_.precision) << " does not run"
                                    << (world_ > 1 ? " on rank " + std::to_string(first) : "")
-                                   << ", and " << dev_.name() << " has none: " << why
-                                   << "; --precision fp32 works here");
+                                   << ", " << why << "; --precision fp32 works here");
 }
 
 std::string Run::precision_line() {

@@ -36,9 +36,9 @@ checksum() {  # NAME options...
 # The refusal, on both ranks and on rank 1 alone (the other rank must not hang).
 no_bf16='ONEDNN_MAX_CPU_ISA=AVX512_CORE'
 fp32_works='.*avx512.*--precision fp32 works'
-expect_error 2 "--precision bf16 needs native bf16 compute on rank 0, $fp32_works" -- \
+expect_error 2 "--precision bf16 does not run on rank 0, cpu: not on this CPU $fp32_works" -- \
   "$MPIEXEC" -n 2 "${MPI_FLAGS[@]}" env "$no_bf16" "$LPSGD" train "${mlp[@]}" --max-steps 30 --precision bf16
-expect_error 2 "--precision bf16 needs native bf16 compute on rank 1, $fp32_works" -- \
+expect_error 2 "--precision bf16 does not run on rank 1, cpu: not on this CPU $fp32_works" -- \
   "$MPIEXEC" "${MPI_FLAGS[@]}" -n 1 "$LPSGD" train "${mlp[@]}" --max-steps 30 --precision bf16 : \
   -n 1 env "$no_bf16" "$LPSGD" train "${mlp[@]}" --max-steps 30 --precision bf16
 expect_error 2 "--precision must be fp32 or bf16, got 'fp16'" -- \
