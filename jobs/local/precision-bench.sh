@@ -26,7 +26,9 @@ grep -m1 "model name" /proc/cpuinfo
 "$lpsgd" --version | grep -E "^(compute|precision):"
 
 # name|binary|options (the LR schedule and the rest from the configs)
+# shellcheck disable=SC2034  # read through a nameref below
 mlp=(--config jobs/configs/fmnist-mlp.ini --batch 128 --max-steps 600)
+# shellcheck disable=SC2034  # read through a nameref below
 cnn=(--config jobs/configs/fmnist-cnn.ini --batch 64 --max-steps 60)
 cases=()
 for m in mlp cnn; do
@@ -43,7 +45,7 @@ for ((r = 0; r < repeat; r++)); do
     line=$("$bin" train "${o[@]}" --data "$data" --eval-every 0 --progress off $opts 2>&1 |
       grep '^lpsgd: done') || { echo "run '$name' failed" >&2; exit 1; }
     unset -n o
-    sps=$(sed 's/.*samples_per_s=\([0-9.]*\).*/\1/' <<<"$line")
+    sps=${line##*samples_per_s=}
     echo "$name|$sps|$r" >>"$tmp/runs"
     echo "round $r: $name: $sps samples/s"
   done
