@@ -23,7 +23,8 @@
 //                older checkpoints): input_shape (double[], the per-sample
 //                shape of the data), input_type ("uint8" or "float32"),
 //                input_scale and input_shift (double[] per channel: what the
-//                loader applied), which `lpsgd export` needs.
+//                loader applied), which `lpsgd export` needs; precision
+//                ("fp32" or "bf16": what the layers multiplied in, issue 33).
 //   /params      attribute count (int64); one dataset per tensor, in order,
 //                named "00000_NAME" (index zero-padded to 5 digits, '/' in NAME
 //                replaced by '_'), float32, contiguous, shaped like the tensor
@@ -73,6 +74,9 @@ struct CkptMeta {
   std::vector<int64_t> input_shape;     ///< per sample, [C, H, W]
   std::string input_type;               ///< "uint8" or "float32"
   std::vector<double> input_scale, input_shift;  ///< per channel (io::Loader)
+  /// --precision of the run ("fp32", "bf16"); "" when the checkpoint predates
+  /// it (then fp32). Optional attribute.
+  std::string precision;
 };
 
 struct Checkpoint {
