@@ -63,14 +63,16 @@ void copy_uncached(void* dst, const void* src, size_t bytes) { std::memcpy(dst, 
 
 namespace {
 // The plain loop: ReduceAdd's or ReduceAddScale's rounding, stored twice.
+// (A 16-bit sum stays in float until its one rounding, as ReduceAddScale.)
 template <class T>
 void sum_twice(T* o0, T* o1, const T* x, const T* y, double alpha, size_t n) {
-  const T al = static_cast<T>(alpha);
+  using A = acc_t<T>;
+  const A al = static_cast<A>(alpha);
   const bool scaled = alpha != 1.0;
 #pragma GCC ivdep
   for (size_t i = 0; i < n; ++i) {
-    const T s = static_cast<T>(x[i] + y[i]);
-    const T v = scaled ? static_cast<T>(s * al) : s;
+    const A s = static_cast<A>(static_cast<A>(x[i]) + static_cast<A>(y[i]));
+    const T v = static_cast<T>(scaled ? static_cast<A>(s * al) : s);
     o0[i] = v;
     o1[i] = v;
   }
@@ -113,22 +115,40 @@ void reduce_add_scale(DType t, void* out, const void* a, const void* b, double a
   dispatch_dtype(t, [&](auto tag) {
     using T = decltype(tag);
     launch(n, ReduceAddScale<T>{static_cast<T*>(out), static_cast<const T*>(a),
-                                static_cast<const T*>(b), static_cast<T>(alpha)});
+                                static_cast<const T*>(b), static_cast<acc_t<T>>(alpha)});
   });
 }
 
 void scale(DType t, void* x, double alpha, size_t n) {
   dispatch_dtype(t, [&](auto tag) {
     using T = decltype(tag);
-    launch(n, Scale<T>{static_cast<T*>(x), static_cast<T>(alpha)});
+    launch(n, Scale<T>{static_cast<T*>(x), static_cast<acc_t<T>>(alpha)});
   });
 }
 
 void axpy(DType t, void* y, double alpha, const void* x, size_t n) {
   dispatch_dtype(t, [&](auto tag) {
     using T = decltype(tag);
-    launch(n, Axpy<T>{static_cast<T*>(y), static_cast<const T*>(x), static_cast<T>(alpha)});
+    launch(n, Axpy<T>{static_cast<T*>(y), static_cast<const T*>(x), static_cast<acc_t<T>>(alpha)});
   });
+}
+
+void convert(DType to, void* dst, DType from, const void* src, size_t n) {
+  if (from == DType::F32 && dtype_is_16bit(to)) {
+    dispatch_dtype(to, [&](auto tag) {
+      using D = decltype(tag);
+      if constexpr (sizeof(D) == 2)
+        launch(n, Convert<D, float>{static_cast<D*>(dst), static_cast<const float*>(src)});
+    });
+  } else if (to == DType::F32 && dtype_is_16bit(from)) {
+    dispatch_dtype(from, [&](auto tag) {
+      using S = decltype(tag);
+      if constexpr (sizeof(S) == 2)
+        launch(n, Convert<float, S>{static_cast<float*>(dst), static_cast<const S*>(src)});
+    });
+  } else {
+    LPSGD_THROW("convert: " << dtype_name(from) << " to " << dtype_name(to) << " is not supported");
+  }
 }
 
 }  // namespace lpsgd::kernels::cpu

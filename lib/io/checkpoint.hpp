@@ -24,6 +24,8 @@
 //                shape of the data), input_type ("uint8" or "float32"),
 //                input_scale and input_shift (double[] per channel: what the
 //                loader applied), which `lpsgd export` needs.
+//                Optional (since --wire, issue 33): wire (string: "fp32",
+//                "bf16" or "fp16", what the gradients travelled as).
 //   /params      attribute count (int64); one dataset per tensor, in order,
 //                named "00000_NAME" (index zero-padded to 5 digits, '/' in NAME
 //                replaced by '_'), float32, contiguous, shaped like the tensor
@@ -73,6 +75,9 @@ struct CkptMeta {
   std::vector<int64_t> input_shape;     ///< per sample, [C, H, W]
   std::string input_type;               ///< "uint8" or "float32"
   std::vector<double> input_scale, input_shift;  ///< per channel (io::Loader)
+  /// What the gradients travelled as (--wire): "fp32", "bf16" or "fp16";
+  /// empty when the checkpoint predates --wire (its runs were fp32).
+  std::string wire;
 };
 
 struct Checkpoint {
