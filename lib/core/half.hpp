@@ -28,6 +28,12 @@ LPSGD_HD float float_of(uint32_t u) {
   std::memcpy(&f, &u, sizeof f);
   return f;
 }
+// cond ? a : b as bit masks: a conditional the compiler would otherwise keep
+// as a branch (the float operations feeding it may trap) vectorises this way.
+LPSGD_HD uint32_t select(bool cond, uint32_t a, uint32_t b) {
+  const uint32_t m = 0u - static_cast<uint32_t>(cond);
+  return (a & m) | (b & ~m);
+}
 }  // namespace half_detail
 
 /// float -> bfloat16 bits, round to nearest even; a NaN stays a (quiet) NaN
@@ -36,7 +42,7 @@ LPSGD_HD uint16_t bf16_bits_from_float(float f) {
   const uint32_t u = half_detail::bits_of(f);
   const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
   const uint32_t nan = (u >> 16) | 0x40u;
-  return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
+  return static_cast<uint16_t>(half_detail::select((u & 0x7fffffffu) > 0x7f800000u, nan, rounded));
 }
 
 /// bfloat16 bits -> float: exact (bfloat16 is float's upper half).
@@ -53,23 +59,25 @@ LPSGD_HD float float_from_bf16_bits(uint16_t h) {
 LPSGD_HD uint16_t f16_bits_from_float(float f) {
   using half_detail::bits_of;
   using half_detail::float_of;
+  using half_detail::select;
   const float to_inf = 0x1.0p+112f, to_zero = 0x1.0p-110f;
   const uint32_t w = bits_of(f);
   float base = (float_of(w & 0x7fffffffu) * to_inf) * to_zero;
   const uint32_t shl1_w = w + w;
   const uint32_t sign = w & 0x80000000u;
   uint32_t bias = shl1_w & 0xff000000u;
-  bias = bias < 0x71000000u ? 0x71000000u : bias;
+  bias = select(bias < 0x71000000u, 0x71000000u, bias);
   base = float_of((bias >> 1) + 0x07800000u) + base;
   const uint32_t b = bits_of(base);
   const uint32_t nonsign = ((b >> 13) & 0x7c00u) + (b & 0x0fffu);
-  return static_cast<uint16_t>((sign >> 16) | (shl1_w > 0xff000000u ? 0x7e00u : nonsign));
+  return static_cast<uint16_t>((sign >> 16) | select(shl1_w > 0xff000000u, 0x7e00u, nonsign));
 }
 
 /// IEEE binary16 bits -> float: exact, subnormals included.
 LPSGD_HD float float_from_f16_bits(uint16_t h) {
   using half_detail::bits_of;
   using half_detail::float_of;
+  using half_detail::select;
   const uint32_t w = static_cast<uint32_t>(h) << 16;
   const uint32_t sign = w & 0x80000000u;
   const uint32_t two_w = w + w;
@@ -77,7 +85,7 @@ LPSGD_HD float float_from_f16_bits(uint16_t h) {
   const float normal = float_of((two_w >> 4) + (0xe0u << 23)) * 0x1.0p-112f;
   // Subnormal: the mantissa as the low bits of 0.5's float, minus 0.5.
   const float subnormal = float_of((two_w >> 17) | (126u << 23)) - 0.5f;
-  return float_of(sign | (two_w < (1u << 27) ? bits_of(subnormal) : bits_of(normal)));
+  return float_of(sign | select(two_w < (1u << 27), bits_of(subnormal), bits_of(normal)));
 }
 
 /// A 16-bit float stored as its bits; F supplies the format's conversions.
