@@ -236,6 +236,31 @@ TEST(CpuDevice, Elementwise16BitRoundsOnce) {
   EXPECT_EQ(dx.as<bf16>()[0].bits, bf16(1.0f + 0x1.0p-7f).bits);
 }
 
+// The update from a 16-bit gradient (--wire) is the float update from the
+// gradient widened first: the conversion fused into the update's pass changes
+// nothing else. With and without momentum, Nesterov, odd sizes.
+TEST(CpuDevice, SgdUpdateFrom16BitIsWidenedThenFloat) {
+  auto dev = make_device(DeviceKind::Cpu);
+  const kernels::SgdHyper hypers[] = {{0.1f, 0.0f, 0.0f, false}, {0.05f, 0.9f, 1e-4f, true}};
+  for (DType t : {DType::BF16, DType::F16})
+    for (size_t n : kSizes)
+      for (const auto& h : hypers) {
+        const auto g = random_vec<float>(n, 3);
+        std::vector<uint16_t> g16(n);
+        std::vector<float> wide(n);
+        dev->convert(t, g16.data(), DType::F32, g.data(), n);
+        dev->convert(DType::F32, wide.data(), t, g16.data(), n);
+        auto w0 = random_vec<float>(n, 4), v0 = random_vec<float>(n, 5);
+        auto w1 = w0, v1 = v0;
+        for (int step = 0; step < 2; ++step) {
+          dev->sgd_update_from(t, w0.data(), v0.data(), g16.data(), n, h);
+          dev->sgd_update(w1.data(), v1.data(), wide.data(), n, h);
+        }
+        ASSERT_EQ(w0, w1) << dtype_name(t) << " n=" << n;
+        ASSERT_EQ(v0, v1) << dtype_name(t) << " n=" << n;
+      }
+}
+
 TEST(CpuDevice, AllocIsZeroedAndAligned) {
   auto dev = make_device(DeviceKind::Cpu);
   DeviceBuffer b(*dev, 1001);
