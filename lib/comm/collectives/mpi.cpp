@@ -6,10 +6,11 @@
 // bf16 and fp16: MPI has no such types. They travel as MPI_UINT16_T and reduce
 // with a user operation (MPI_Op_create) that adds in float and rounds once per
 // addition, as the device kernels do. The operation is declared
-// non-commutative: MPI then combines the operands in rank order (x0 + x1 + ...)
-// with the same association wherever a partial sum is formed, so every rank
-// gets identical bits and a repeat gives the same bits; declared commutative,
-// the library may combine in arrival order. The user function runs on host
+// non-commutative: MPI must then keep the operands in rank order (x0 + x1 +
+// ...; it still picks the association, by size and P, not by timing), so every
+// rank gets the same bits and a repeat gives the same bits (the oracle tests
+// check both); declared commutative, the library may also reorder operands,
+// e.g. by arrival. The user function runs on host
 // memory, so 16-bit reductions of GPU buffers go through the host copies.
 #include <climits>
 #include <memory>
