@@ -10,8 +10,8 @@
 // ...; it still picks the association, by size and P, not by timing), so every
 // rank gets the same bits and a repeat gives the same bits (the oracle tests
 // check both); declared commutative, the library may also reorder operands,
-// e.g. by arrival. The user function runs on host
-// memory, so 16-bit reductions of GPU buffers go through the host copies.
+// e.g. by arrival. The user function runs on host memory, so 16-bit
+// reductions of GPU buffers go through the host copies.
 #include <climits>
 #include <memory>
 #include <string>
