@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # --wire bf16 / fp16 end to end on a small MLP at P = 2 (gradients travel as
 # 16-bit values, fp32 weights and optimizer):
-#   the same bf16 run twice ends with bitwise identical parameters;
+#   the same bf16 run twice ends with bitwise identical parameters (also at
+#     P = 3 with LP, the tree and the ring);
 #   bf16 and fp16 follow the fp32 loss curve closely (rtol 2e-2) but not
 #     exactly (the gradients really were rounded), with LP, the MPI library's
 #     allreduce (its user operation) and reduce-bcast;
@@ -22,9 +23,9 @@ data=$tmp/synth.h5
 common=(--data "$data" --model mlp:64-48-32-4 --epochs 100 --eval-every 1
         --lr 0.05 --momentum 0.9 --weight-decay 1e-4 --seed 7 --progress off --bucket-mb 0.004
         --batch 64)
-train() {  # [STEPS=N] train NAME [options...]: 2 ranks, metrics in $tmp/NAME.jsonl, log in $tmp/NAME.out
+train() {  # [STEPS=N] [NP=P] train NAME [options...]: P (2) ranks, metrics in $tmp/NAME.jsonl, log in $tmp/NAME.out
   local name=$1; shift
-  if ! "${MPIEXEC:-mpiexec}" -n 2 "${MPI_FLAGS[@]}" "$LPSGD" train "${common[@]}" --max-steps "${STEPS:-40}" \
+  if ! "${MPIEXEC:-mpiexec}" -n "${NP:-2}" "${MPI_FLAGS[@]}" "$LPSGD" train "${common[@]}" --max-steps "${STEPS:-40}" \
        --metrics "$tmp/$name.jsonl" "$@" </dev/null >"$tmp/$name.out" 2>&1; then
     echo "FAIL: train $name ($*) exited non-zero:"; tail -5 "$tmp/$name.out"
     fails=$((fails + 1)); return 1
@@ -50,6 +51,11 @@ train bf16-mpi --wire bf16 --algo mpi
 train bf16-mpi-again --wire bf16 --algo mpi
 compare --exact "$tmp/bf16-mpi.jsonl" "$tmp/bf16-mpi-again.jsonl"
 train fp16-rb --wire fp16 --sync reduce-bcast
+# Three ranks: sums of three, in the tree's and the ring's orders too.
+for algo in lp tree ring; do
+  NP=3 train "p3-$algo" --wire bf16 --algo "$algo" && NP=3 train "p3-$algo-again" --wire bf16 --algo "$algo" &&
+    compare --exact "$tmp/p3-$algo.jsonl" "$tmp/p3-$algo-again.jsonl"
+done
 compare --rtol 2e-2 "$tmp/fp32.jsonl" "$tmp/bf16.jsonl" "$tmp/fp16.jsonl" "$tmp/bf16-mpi.jsonl" \
   "$tmp/fp16-rb.jsonl"
 for r in bf16 fp16 fp16-rb; do differs "$tmp/fp32.jsonl" "$tmp/$r.jsonl"; done
