@@ -26,6 +26,7 @@
 #include "comm/communicator.hpp"
 #include "core/cli.hpp"
 #include "core/log.hpp"
+#include "core/timer.hpp"
 #include "lpsgd/config.hpp"
 #if LPSGD_SMPI
 #include "device/smpi/smpi_device.hpp"
@@ -218,16 +219,22 @@ int run_bench(int argc, char** argv) {
 #endif
 
   if (do_calibrate) {
+    const double t0 = now_s();
     CostModel m = calibrate(MPI_COMM_WORLD, *dev, rpn);
+    const double took = now_s() - t0;
     const std::string path =
         calib.empty() ? CostModel::default_path(Chain(MPI_COMM_WORLD, LinksMode::Auto, rpn).hosts())
                       : calib;
     if (wrank == 0) {
       m.save(path);
-      std::printf("# calibration written to %s\n#  alpha_shm %.3g s  beta_shm %.3g s/B (%.2f GB/s)\n"
-                  "#  alpha_mpi %.3g s  beta_mpi %.3g s/B (%.2f GB/s)\n#  gamma %.3g s/B (%.2f GB/s)\n",
-                  path.c_str(), m.alpha_shm, m.beta_shm, 1e-9 / m.beta_shm, m.alpha_mpi,
-                  m.beta_mpi, 1e-9 / m.beta_mpi, m.gamma, 1e-9 / m.gamma);
+      std::printf("# calibration written to %s (measured in %.2f s)\n#  alpha_shm %.3g s  beta_shm %.3g s/B (%.2f GB/s)\n"
+                  "#  alpha_mpi %.3g s  beta_mpi %.3g s/B (%.2f GB/s), %s\n"
+                  "#  gamma %.3g s/B (%.2f GB/s)\n",
+                  path.c_str(), took, m.alpha_shm, m.beta_shm, 1e-9 / m.beta_shm, m.alpha_mpi,
+                  m.beta_mpi, 1e-9 / m.beta_mpi,
+                  m.mpi_neighbour_links ? "a link of its own to each chain neighbour"
+                                        : "one NIC per node (a switch)",
+                  m.gamma, 1e-9 / m.gamma);
     }
     return 0;
   }

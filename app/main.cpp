@@ -46,6 +46,7 @@ void print_version() {
   std::printf("backends: %s", build::backends);
   if (build::have_cuda) std::printf(" (GPUs visible: %d)", cuda_device_count());
   std::printf("\ncompute: %s\n", compute_libraries().c_str());
+  std::printf("precision: %s\n", precision_support().c_str());
   std::printf("models: spec strings%s\n", build::have_onnx ? ", ONNX (opsets 11-17 read, 13 written)"
                                                             : " (built without ONNX)");
 }

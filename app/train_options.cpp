@@ -43,7 +43,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& out) {
   train::TrainConfig& c = out.config;
   std::string schedule = "constant", sync = "allreduce", algo = "lp", block = "auto",
               overlap = "on", device = "cpu", links = "auto", progress = "auto",
-              checkpoint_failure = "warn", init = "file", wire = "fp32";
+              checkpoint_failure = "warn", init = "file", precision = "fp32", wire = "fp32";
   double bucket_mb = 1, lr = 0.05, momentum = 0.9, weight_decay = 0, lr_gamma = 0.1, min_lr = 0;
   bool nesterov = false;
   int threads = 1;
@@ -67,6 +67,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& out) {
     ("lr-gamma", cli::value_with_default(&lr_gamma), "step schedule: decay factor")
     ("min-lr", cli::value_with_default(&min_lr), "cosine schedule: final learning rate")
     ("seed", po::value(&c.seed)->default_value(c.seed), "seed of the initial parameters and the data order")
+    ("precision", po::value(&precision)->default_value(precision), "what Conv2d and Linear multiply in: fp32, or bf16 (with fp32 sums, master weights, loss and optimizer; where the CPU has AVX512_BF16 or AMX, else refused)")
     ("sync", po::value(&sync)->default_value(sync), "allreduce or reduce-bcast (gradients to rank 0, parameters back)")
     ("algo", po::value(&algo)->default_value(algo), "collective algorithm: lp, tree, mst, be, ring, mpi or auto (per bucket, by the cost model)")
     ("block", po::value(&block)->default_value(block), "LP block size in bytes (K/M suffixes) or auto")
@@ -129,6 +130,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& out) {
   c.init_fresh = init == "fresh";
   if (device != "cpu" && device != "cuda")
     LPSGD_USAGE_ERROR("--device must be cpu or cuda, got '" << device << "'");
+  c.precision = parse_precision(precision);
   c.config_text = config_text(desc, vm);
 
   out.threads = threads;

@@ -53,15 +53,14 @@ for line in open(sys.argv[1]):
 }
 
 for topo in "${Ts[@]}"; do
-  $C up --nodes 2 --rate "$rate" --topology "$topo" >/dev/null
+  # 3 nodes: α and β of a link, and whether a node's neighbours each have a
+  # link of their own (a chain) or share its one port (a switch).
+  $C up --nodes 3 --rate "$rate" --topology "$topo" >/dev/null
   echo "netns-sweep.sh: calibrating the MPI links of the $topo at $rate" >&2
   $C run --timeout 600 -- lpsgd bench --calibrate --calibration "$out/calibration-$topo.ini" \
     </dev/null >"$out/logs/calibrate-$topo.log" 2>&1 ||
     { tail -5 "$out/logs/calibrate-$topo.log" >&2; exit 1; }
   grep alpha_mpi "$out/logs/calibrate-$topo.log" >&2
-  # On a chain every neighbour pair has a link of its own (the model's
-  # mpi_neighbour_links; it assumes a switch otherwise).
-  [[ $topo == chain ]] && echo "mpi_neighbour_links = 1" >>"$out/calibration-$topo.ini"
   for n in "${Ns[@]}"; do
     $C up --nodes "$n" --rate "$rate" --topology "$topo" >/dev/null
     bench "$topo" "$n" "$rate" "$topo-n$n-bcast" --op bcast --algo lp,mst,be

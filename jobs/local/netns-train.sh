@@ -446,19 +446,18 @@ for topo in "${Ts[@]}"; do
     calib=${calibration:-$out/calibration-$topo-$queue.ini}
     if want lpsgd && [[ ! -f $calib ]]; then
       # lpsgd's cost model (auto's choices, LP's block size): the MPI links of
-      # this cluster, measured on 2 nodes of 1 rank (as jobs/local/netns-sweep.sh;
-      # with 2 ranks per node the bench measured shared memory as the MPI link);
-      # a chain gives every neighbour pair a link of its own.
+      # this cluster, measured on 3 nodes of 1 rank (as jobs/local/netns-sweep.sh):
+      # α and β of a link, and whether a node's two neighbours each have a link
+      # of their own (a chain) or share its one port (a switch).
       echo "netns-train.sh: calibrating the $topo's links ($rate, queue $queue) for lpsgd's cost model" >&2
       stop_holders
-      $C up --nodes 2 --rate "$rate" --topology "$topo" --queue "$queue" >/dev/null
+      $C up --nodes 3 --rate "$rate" --topology "$topo" --queue "$queue" >/dev/null
       need_lpsgd
       waited $C run --timeout 600 -- lpsgd bench --calibrate --calibration "$calib.tmp" \
         </dev/null >"$out/logs/calibrate-$topo-$queue.log" 2>&1 ||
         { tail -5 "$out/logs/calibrate-$topo-$queue.log" >&2; die "calibration failed"; }
-      [[ $topo == chain ]] && echo "mpi_neighbour_links = 1" >>"$calib.tmp"
       mv "$calib.tmp" "$calib"
-      grep -E "^(alpha|beta)_mpi" "$calib" | tr '\n' ' ' | sed 's/^/  /; s/ $/\n/' >&2
+      grep -E "^(alpha|beta)_mpi|neighbour" "$calib" | tr '\n' ' ' | sed 's/^/  /; s/ $/\n/' >&2
     fi
     for n in "${Ns[@]}"; do
       stop_holders

@@ -7,6 +7,7 @@
 
 #include "comm/communicator.hpp"
 #include "core/error.hpp"
+#include "core/log.hpp"
 #include "core/timer.hpp"
 
 namespace lpsgd::comm {
@@ -15,60 +16,101 @@ namespace {
 // Collectives stream large buffers: every block comes from and goes to memory
 // that is not in cache. Calibration does the same, walking through this much.
 constexpr size_t kStreamBytes = 64u << 20;
+// Time one measurement may take where its blocks are slow (a slow network).
+constexpr double kStreamBudget = 0.15;
+constexpr int kTagCount = 31;  // on the control communicator, between two ranks
 
-/// Median time per block when chain position a streams `blocks` blocks of
-/// `bytes` to position a + 1 through the link with its W slots, as one hop of an
-/// LP pipeline does: the sender takes each block from a large buffer, the
-/// receiver writes it to another part of that buffer (MPI links deliver there;
-/// peer links are read in place and copied out). The per-block period of a
-/// real pipeline includes what a ping-pong hides: flag and slot traffic
-/// between the cores, and the receiver's copy. A first untimed pass walks the
-/// first part so that memory registrations are warm; repetitions walk the
-/// buffer so that caches do not hold it.
-double stream_period(Communicator& c, int a, size_t bytes, int blocks, int reps, DeviceBuffer& stream) {
-  const int pos = c.rank() - a;
+/// One stream of a calibration: chain position `from` sends to the adjacent
+/// position `to` (either side).
+struct Hop {
+  int from, to;
+};
+
+/// Median time per block while each hop streams `blocks` blocks of `bytes` at
+/// once, through its link with its W slots, as one hop of an LP pipeline does:
+/// the sender takes each block from a large buffer, the receiver writes it to
+/// another part of that buffer (MPI links deliver there; peer links are read in
+/// place and copied out). The per-block period of a real pipeline includes
+/// what a ping-pong hides: flag and slot traffic between the cores, and the
+/// receiver's copy. A first untimed pass walks the first part so that memory
+/// registrations are warm; repetitions walk the buffer so that caches do not
+/// hold it. A rank may serve several hops (one link each); it drives them all.
+///
+/// On a slow network the blocks cost more than a calibration may take (a few
+/// hundred ms in all, since training calibrates on first use): the untimed
+/// pass streams at most 8 blocks, and from its time the timed passes take as
+/// many blocks as fit in half of `budget_s` (at least 8, at most `blocks`)
+/// and stop after `budget_s` once two are in. On fast links `blocks` and
+/// `reps` decide, as before. Every rank decides from the slowest rank's
+/// times, so all take the same number of passes.
+double stream_period(Communicator& c, const std::vector<Hop>& hops, size_t bytes, int blocks,
+                     int reps, DeviceBuffer& stream, double budget_s = kStreamBudget) {
   const size_t half = stream.bytes() / 2;
   LPSGD_CHECK(bytes * static_cast<size_t>(blocks) <= half,
               "calibration stream of " << blocks << " x " << bytes << " bytes exceeds " << half);
   const size_t span = bytes * static_cast<size_t>(blocks);
   const size_t places = std::max<size_t>(1, half / span);
+  uint64_t k = std::min<uint64_t>(static_cast<uint64_t>(blocks), 8);
+  // This rank's ends of the hops: the link, and which way it moves data.
+  struct End {
+    Link* link;
+    bool sends;
+    uint64_t base = 0, posted = 0, done = 0;
+  };
+  std::vector<End> ends;
+  for (const Hop& h : hops) {
+    const bool right = h.to == h.from + 1;
+    if (c.rank() == h.from) ends.push_back({right ? c.right_link() : c.left_link(), true});
+    if (c.rank() == h.to) ends.push_back({right ? c.left_link() : c.right_link(), false});
+  }
   std::vector<double> t;
-  for (int r = 0; r < reps + 1; ++r) {
+  double spent = 0;
+  for (int r = 0; r < reps + 1 && !(t.size() >= 2 && spent > budget_s); ++r) {
     // Each repetition takes the next part of the buffer, as a large message would.
     char* src = static_cast<char*>(stream.data()) + (static_cast<size_t>(r) % places) * span;
     char* dst = src + half;
+    for (End& e : ends) {
+      e.base = e.sends ? e.link->tx_base() : e.link->rx_base();
+      e.posted = e.done = 0;
+    }
     MPI_CHECK(MPI_Barrier(c.ctrl_comm()));
     Timer timer;
-    if (pos == 0 || pos == 1) {
-      Link* L = pos == 0 ? c.right_link() : c.left_link();
-      const uint64_t tx = L->tx_base(), rx = L->rx_base();
-      const uint64_t k = static_cast<uint64_t>(blocks);
-      if (pos == 0) {
-        for (uint64_t j = 0; j < k; ++j) {
-          while (!L->can_send(tx + j)) {}
-          L->post_send(tx + j, src + j * bytes, bytes);
+    for (size_t busy = ends.size(); busy > 0;) {
+      busy = 0;
+      for (End& e : ends) {
+        Link* L = e.link;
+        if (e.sends) {
+          for (; e.posted < k && L->can_send(e.base + e.posted); ++e.posted)
+            L->post_send(e.base + e.posted, src + e.posted * bytes, bytes);
+          for (; e.done < e.posted && L->send_done(e.base + e.done); ++e.done) {}
+        } else {
+          for (; e.posted < k && L->can_recv(e.base + e.posted); ++e.posted)
+            L->post_recv(e.base + e.posted, bytes, dst + e.posted * bytes);
+          for (const void* d; e.done < e.posted && (d = L->test_recv(e.base + e.done)); ++e.done) {
+            if (d != dst + e.done * bytes) c.device().copy(dst + e.done * bytes, d, bytes);
+            L->release_recv(e.base + e.done);
+          }
         }
-        for (uint64_t j = 0; j < k; ++j)
-          while (!L->send_done(tx + j)) {}
-        L->advance(k, 0);
-      } else {
-        for (uint64_t posted = 0, j = 0; j < k; ++j) {
-          for (; posted < k && L->can_recv(rx + posted); ++posted)
-            L->post_recv(rx + posted, bytes, dst + posted * bytes);
-          const void* d = nullptr;
-          while (!(d = L->test_recv(rx + j))) {}
-          if (d != dst + j * bytes) c.device().copy(dst + j * bytes, d, bytes);
-          L->release_recv(rx + j);
-        }
-        L->advance(0, k);
+        if (e.done < k) ++busy;
       }
     }
+    for (End& e : ends) e.sends ? e.link->advance(k, 0) : e.link->advance(0, k);
     double s = timer.elapsed_s();
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &s, 1, MPI_DOUBLE, MPI_MAX, c.ctrl_comm()));
-    if (r > 0) t.push_back(s / blocks);
+    if (r > 0) {
+      t.push_back(s / static_cast<double>(k));
+      spent += s;
+    } else {
+      const double fit = budget_s / 2 / std::max(1e-12, s / static_cast<double>(k));
+      k = static_cast<uint64_t>(std::clamp(fit, 8.0, static_cast<double>(blocks)));
+    }
   }
   std::nth_element(t.begin(), t.begin() + static_cast<long>(t.size() / 2), t.end());
   return t[t.size() / 2];
+}
+
+double stream_period(Communicator& c, int a, size_t bytes, int blocks, int reps, DeviceBuffer& stream) {
+  return stream_period(c, {{a, a + 1}}, bytes, blocks, reps, stream);
 }
 
 /// Half the median round trip of a small block between chain positions a and
@@ -95,8 +137,7 @@ double half_round_trip(Communicator& c, int a, size_t bytes, int reps, DeviceBuf
       while (!L->test_recv(rx + j)) {}
       L->release_recv(rx + j);
     };
-    const uint64_t k = static_cast<uint64_t>(reps) + 5;  // 5 untimed first
-    for (uint64_t j = 0; j < k; ++j) {
+    const auto round_trip = [&](uint64_t j) {
       Timer timer;
       if (pos == 0) {
         send(j);
@@ -105,8 +146,18 @@ double half_round_trip(Communicator& c, int a, size_t bytes, int reps, DeviceBuf
         recv(j);
         send(j);
       }
-      if (j >= 5) t.push_back(timer.elapsed_s() / 2);
-    }
+      return timer.elapsed_s();
+    };
+    // 5 untimed first; then as many as fit in kStreamBudget (at least 5, at
+    // most reps), counted by the first rank from the untimed ones and sent to
+    // the second, so both make the same number.
+    double warm = 0;
+    for (uint64_t j = 0; j < 5; ++j) warm += round_trip(j);
+    int timed = std::clamp(static_cast<int>(kStreamBudget / std::max(1e-9, warm / 5)), 5, std::max(5, reps));
+    if (pos == 0) MPI_CHECK(MPI_Send(&timed, 1, MPI_INT, a + 1, kTagCount, c.ctrl_comm()));
+    else MPI_CHECK(MPI_Recv(&timed, 1, MPI_INT, a, kTagCount, c.ctrl_comm(), MPI_STATUS_IGNORE));
+    const uint64_t k = 5 + static_cast<uint64_t>(timed);
+    for (uint64_t j = 5; j < k; ++j) t.push_back(round_trip(j) / 2);
     L->advance(k, k);
   }
   double h = 0;
@@ -118,10 +169,11 @@ double half_round_trip(Communicator& c, int a, size_t bytes, int reps, DeviceBuf
   return h;
 }
 
-/// The first chain position whose right link is of `kind` (the same on every
-/// rank), or -1 where the chain has none.
-int first_link_of(const Communicator& c, LinkKind kind) {
-  int p = c.chain().has_right() && c.chain().right_kind() == kind ? c.rank() : INT_MAX;
+/// The first chain position after `after` whose right link is of `kind` (the
+/// same on every rank), or -1 where the chain has none.
+int first_link_of(const Communicator& c, LinkKind kind, int after = -1) {
+  int p = c.rank() > after && c.chain().has_right() && c.chain().right_kind() == kind ? c.rank()
+                                                                                     : INT_MAX;
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &p, 1, MPI_INT, MPI_MIN, c.ctrl_comm()));
   return p == INT_MAX ? -1 : p;
 }
@@ -140,6 +192,30 @@ std::array<double, 2> fit_link(Communicator& c, int a, int reps, DeviceBuffer& s
   std::array<double, 2> ab = {al, b};
   MPI_CHECK(MPI_Bcast(ab.data(), 2, MPI_DOUBLE, a, c.ctrl_comm()));
   return ab;
+}
+
+/// Whether a node's MPI links to its two chain neighbours are links of their
+/// own (a ring or chain of point-to-point links: CostModel::
+/// mpi_neighbour_links) rather than one NIC into a switch. `a` and `b` are
+/// the MPI links on either side of one node (positions a + 1 ... b on it): it
+/// streams out of that node over b alone, then over both at once (to a and to
+/// b + 1). Through one NIC the two streams share its rate and each block takes
+/// about twice as long; over links of their own, about as long as one.
+bool neighbour_links(Communicator& c, int a, int b, int reps, DeviceBuffer& stream) {
+  // The median of three ratios, each of the two measured back to back: a
+  // node's other work (or another job's) slows one measurement now and then.
+  const size_t bytes = 256u << 10;
+  const int blocks = 16;
+  std::vector<double> ratio;
+  for (int i = 0; i < 3; ++i) {
+    const double one = stream_period(c, {{b, b + 1}}, bytes, blocks, reps, stream);
+    const double both = stream_period(c, {{a + 1, a}, {b, b + 1}}, bytes, blocks, reps, stream);
+    ratio.push_back(both / one);
+    LPSGD_DEBUG("calibration: a node's two MPI links, one stream " << one * 1e3
+                << " ms per block, both at once " << both * 1e3 << " ms");
+  }
+  std::sort(ratio.begin(), ratio.end());
+  return ratio[1] < 1.4;
 }
 
 }  // namespace
@@ -183,6 +259,13 @@ CostModel calibrate(MPI_Comm parent, Device& dev, int ranks_per_node, int reps) 
       const auto ab = fit_link(c, mpi, reps, stream);
       m.alpha_mpi = ab[0];
       m.beta_mpi = ab[1];
+      // Whether LP's streams through a node share its NIC: needs a node with
+      // MPI links on both sides, on three machines or more (pretend nodes of
+      // one machine have no network to ask).
+      const int next = first_link_of(c, LinkKind::Mpi, mpi);
+      if (next >= 0 && c.chain().hosts().size() >= 3 &&
+          c.chain().node_of(mpi + 1) == c.chain().node_of(next))
+        m.mpi_neighbour_links = neighbour_links(c, mpi, next, 2, stream);
     } else {
       // One node: MPI links over the MPI library's transport between two of
       // its ranks (what pretend nodes use).

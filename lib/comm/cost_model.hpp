@@ -18,7 +18,7 @@
 // block through it, and the allreduce centre also makes r = 2 reductions per
 // block. On a network where each chain neighbour has its own full-duplex link
 // (a ring or chain of point-to-point links, `mpi_neighbour_links = 1` in the
-// calibration file) no link carries two streams: s = 1, and an LP allreduce
+// calibration file, measured by calibration) no link carries two streams: s = 1, and an LP allreduce
 // costs about n(β+γ) at any P. With one block in flight per link (W = 1) a rank receives, reduces
 // and only then posts the next receive: p = α + s·bβ + r·bγ. With W ≥ 2 the
 // next block arrives while the current one is reduced: p = max(α + s·bβ, r·bγ).
@@ -77,7 +77,10 @@ class CostModel {
   /// it decides whether receiving and reducing overlap.
   int window = 1;
   /// MPI links: each chain neighbour has its own link (a ring network) rather
-  /// than one NIC per node into a switch. Calibration key mpi_neighbour_links.
+  /// than one NIC per node into a switch. Calibration key mpi_neighbour_links;
+  /// calibrate() measures it where the chain spans three machines or more (a
+  /// node streaming to both neighbours at once: each stream at the link's
+  /// rate, or half of it through one port).
   bool mpi_neighbour_links = false;
   /// LP on two ranks of one node does half each (lp_direct, above): the
   /// environment's choice, which the collectives make too. The model

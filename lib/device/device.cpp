@@ -61,6 +61,16 @@ std::string compute_libraries() {
   return s;
 }
 
+std::string precision_support() {
+  std::string how;
+  CpuDevice().bf16_compute(&how);
+  std::string s = "fp32 everywhere; bf16 compute: cpu " + how;
+#if LPSGD_HAVE_CUDA
+  s += "; cuda " + cuda_bf16_support();
+#endif
+  return s;
+}
+
 std::unique_ptr<Device> make_device(DeviceKind kind, int local_rank) {
   if (kind == DeviceKind::Cpu) return std::make_unique<CpuDevice>();
 #if LPSGD_HAVE_CUDA

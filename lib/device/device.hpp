@@ -191,7 +191,17 @@ class Device {
   }
 
   // ---- layer plans (plans.hpp): made once per shape, at set-up ---------------
-  // Defaults: the generic plans over the kernels above.
+  // Defaults: the generic plans over the kernels above (fp32 whatever the
+  // spec's precision).
+
+  /// Where Precision::bf16 plans multiply in bf16 on this device: true with
+  /// *how set to what runs it ("avx512_core_bf16 (oneDNN)"), or false with
+  /// *how set to why not (naming the hardware's ISA). Where it is false a
+  /// bf16 spec gets an fp32 plan; a trainer refuses --precision bf16 first.
+  virtual bool bf16_compute(std::string* how) const {
+    *how = "no bf16 plans on this backend";
+    return false;
+  }
 
   virtual std::unique_ptr<AffinePlan> plan_conv2d(const Conv2dSpec& s) {
     return generic_conv2d(*this, s);
@@ -214,6 +224,10 @@ void set_host_threads(int n);
 /// The compute libraries this build uses, e.g. "OpenBLAS 0.3.21, oneDNN 2.6.3
 /// (avx2), cuBLAS 13.0, cuDNN 9.13" (lpsgd --version, benchmark headers).
 std::string compute_libraries();
+
+/// Which --precision runs where, for lpsgd --version: "fp32 everywhere; bf16
+/// compute: cpu avx512_core_bf16 (oneDNN)" or "... cpu not on this CPU (...)".
+std::string precision_support();
 
 /// Number of usable GPUs (0 when CUDA is not built or no driver/GPU is present).
 int cuda_device_count();

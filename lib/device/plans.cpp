@@ -7,6 +7,15 @@
 #include "device/device.hpp"
 
 namespace lpsgd {
+
+const char* precision_name(Precision p) { return p == Precision::bf16 ? "bf16" : "fp32"; }
+
+Precision parse_precision(const std::string& s) {
+  if (s == "fp32") return Precision::fp32;
+  if (s == "bf16") return Precision::bf16;
+  LPSGD_USAGE_ERROR("--precision must be fp32 or bf16, got '" << s << "'");
+}
+
 namespace {
 
 // Convolution as im2col + GEMM per image: the unfolding of one image [C k k,

@@ -26,6 +26,16 @@ namespace lpsgd {
 
 class Device;
 
+/// What a plan multiplies in. bf16: x, W and dy are rounded to bfloat16 (8
+/// significant bits) as the plan reads them; products are summed in fp32 and
+/// every output (y, dx, dW, db) is fp32, so the caller's tensors, the master
+/// weights among them, stay fp32 throughout.
+enum class Precision { fp32, bf16 };
+
+/// "fp32" or "bf16"; and back (a usage error names anything else).
+const char* precision_name(Precision p);
+Precision parse_precision(const std::string& s);
+
 /// A 2-D convolution over a batch: images [batch, g.channels, g.in_h, g.in_w]
 /// to [batch, out_channels, g.out_h, g.out_w]; weight [out_channels,
 /// g.channels, g.kernel_h, g.kernel_w], bias [out_channels].
@@ -35,6 +45,7 @@ struct Conv2dSpec {
   int out_channels = 0;
   bool relu = false;        ///< forward ends with max(., 0) (a fused ReLU)
   bool input_grad = true;   ///< backward computes dx
+  Precision precision = Precision::fp32;
 };
 
 /// A fully connected layer over a batch: x [batch, in] to y [batch, out] =
@@ -44,6 +55,7 @@ struct LinearSpec {
   int64_t in = 0, out = 0;
   bool relu = false;
   bool input_grad = true;
+  Precision precision = Precision::fp32;
 };
 
 /// Max pooling of batch x g.channels planes of g.in_h x g.in_w (padding never
@@ -85,7 +97,8 @@ class MaxPool2dPlan {
 
 /// The generic plans over dev's kernel calls: im2col + one GEMM per image,
 /// GEMM + bias, and the pooling loops of kernels/common/nn.hpp. dev is
-/// borrowed and must outlive the plan.
+/// borrowed and must outlive the plan. They compute in fp32 whatever the
+/// spec's precision.
 std::unique_ptr<AffinePlan> generic_conv2d(Device& dev, const Conv2dSpec& s);
 std::unique_ptr<AffinePlan> generic_linear(Device& dev, const LinearSpec& s);
 std::unique_ptr<MaxPool2dPlan> generic_maxpool2d(Device& dev, const MaxPool2dSpec& s);

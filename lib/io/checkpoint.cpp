@@ -139,6 +139,7 @@ void write_file(const std::string& path, const Checkpoint& c) {
     f.write_attr("input_scale", m.input_scale);
     f.write_attr("input_shift", m.input_shift);
   }
+  if (!m.precision.empty()) f.write_attr_fixed("precision", m.precision);
   if (!m.wire.empty()) f.write_attr_fixed("wire", m.wire);
   f.write_attr("checksum", c.checksum);
   for (const char* group : kGroups)
@@ -217,6 +218,7 @@ void read_meta(const h5::File& f, Checkpoint& c) {
   m.version = f.read_attr_fixed_string("version");
   m.wall_time = f.read_attr_double("wall_time");
   c.checksum = f.read_attr_uint64("checksum");
+  if (f.has_attr("precision")) m.precision = f.read_attr_fixed_string("precision");
   if (f.has_attr("input_shape")) {
     for (const char* name : {"input_type", "input_scale", "input_shift"}) require_attr(f, name);
     for (double d : f.read_attr_doubles("input_shape")) {

@@ -8,8 +8,10 @@ AffinePlan& AffineLayer::plan(int64_t batch) {
   // Plans depend on the batch size and on whether dx and a fused ReLU are
   // wanted (both may change after the first forward, e.g. in gradient checks).
   for (auto& [key, p] : plans_)
-    if (key.batch == batch && key.input_grad == input_grad_ && key.relu == relu_) return *p;
-  plans_.emplace_back(Key{batch, input_grad_, relu_}, make_plan(batch));
+    if (key.batch == batch && key.input_grad == input_grad_ && key.relu == relu_ &&
+        key.precision == precision_)
+      return *p;
+  plans_.emplace_back(Key{batch, input_grad_, relu_, precision_}, make_plan(batch));
   return *plans_.back().second;
 }
 

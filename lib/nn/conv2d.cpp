@@ -50,7 +50,7 @@ Shape Conv2d::do_setup(const Shape& input) {
 
 std::unique_ptr<AffinePlan> Conv2d::make_plan(int64_t batch) {
   return dev_.plan_conv2d(
-      Conv2dSpec{batch, g_, static_cast<int>(out_channels_), relu(), input_grad_});
+      Conv2dSpec{batch, g_, static_cast<int>(out_channels_), relu(), input_grad_, precision()});
 }
 
 }  // namespace lpsgd::nn

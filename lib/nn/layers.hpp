@@ -26,6 +26,11 @@ class AffineLayer : public Layer {
   /// gradient. Set by Model::finalize.
   void set_relu(bool on) { relu_ = on; }
   bool relu() const { return relu_; }
+  /// What the plans multiply in (device/plans.hpp); the parameters, their
+  /// gradients and the layer's input and output stay fp32 either way. Set by
+  /// Model::set_precision; plans made since are kept (one per setting).
+  void set_precision(Precision p) { precision_ = p; }
+  Precision precision() const { return precision_; }
   std::string impl(int64_t batch) override { return plan(batch).impl(); }
   bool has_bias() const { return bias_; }
 
@@ -46,8 +51,10 @@ class AffineLayer : public Layer {
   struct Key {
     int64_t batch;
     bool input_grad, relu;
+    Precision precision;
   };
   bool relu_ = false;
+  Precision precision_ = Precision::fp32;
   bool bias_;
   std::vector<std::pair<Key, std::unique_ptr<AffinePlan>>> plans_;
   Tensor x_, y_, dx_;

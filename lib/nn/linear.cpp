@@ -24,7 +24,7 @@ Shape Linear::do_setup(const Shape& input) {
 }
 
 std::unique_ptr<AffinePlan> Linear::make_plan(int64_t batch) {
-  return dev_.plan_linear(LinearSpec{batch, in_, out_, relu(), input_grad_});
+  return dev_.plan_linear(LinearSpec{batch, in_, out_, relu(), input_grad_, precision()});
 }
 
 }  // namespace lpsgd::nn

@@ -126,6 +126,11 @@ LossStats Model::evaluate(const Tensor& x, const int32_t* labels) {
 // gradient: nothing below it learns. (A Flatten in front of the first Linear
 // used to make that Linear run its backward-data GEMM for nothing: a quarter of
 // the MLP's step.)
+void Model::set_precision(Precision p) {
+  for (auto& layer : layers_)
+    if (auto* affine = dynamic_cast<AffineLayer*>(layer.get())) affine->set_precision(p);
+}
+
 void Model::set_input_grad(bool on) {
   LPSGD_CHECK(!layers_.empty(), "set_input_grad on a model without layers");
   for (auto& layer : layers_) {

@@ -93,6 +93,10 @@ class Model {
   /// Whether backward computes the gradient w.r.t. the model input (default
   /// off: a trainer never needs it; gradient checks do).
   void set_input_grad(bool on);
+  /// What the convolutions and fully connected layers multiply in (default
+  /// fp32; see device/plans.hpp). Call before prepare(): plans are made per
+  /// precision. Loss, optimizer and every tensor the model holds stay fp32.
+  void set_precision(Precision p);
 
   /// Flat views [param_count()] of the arenas (valid after finalize()).
   Tensor params() const;

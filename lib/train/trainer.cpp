@@ -76,6 +76,11 @@ class Run {
   void save(bool periodic = false);
   /// Writes the --trace timeline: every rank's events on rank 0's clock.
   void write_timeline();
+  /// Refuses --precision bf16, on every rank alike and before any work, when
+  /// some rank's device cannot multiply bf16 natively.
+  void require_precision();
+  /// One line: the precision and what runs the layers in it.
+  std::string precision_line();
   /// Continues from a checkpoint per --resume; false for a fresh start.
   bool resume();
   io::Checkpoint snapshot();
@@ -145,6 +150,7 @@ Run::Run(Device& dev, const TrainConfig& cfg) : dev_(dev), cfg_(cfg), bar_(cfg.p
   if (!(cfg_.schedule.base_lr > 0) || !std::isfinite(cfg_.schedule.base_lr))
     LPSGD_USAGE_ERROR("--lr must be a positive number, got " << cfg_.schedule.base_lr);
   if (cfg_.data.empty()) LPSGD_USAGE_ERROR("--data is required (an HDF5 dataset; see lpsgd data)");
+  require_precision();
 
   io::LoaderOptions lo;
   lo.path = cfg_.data;
@@ -192,6 +198,7 @@ Run::Run(Device& dev, const TrainConfig& cfg) : dev_(dev), cfg_(cfg), bar_(cfg.p
   model_name_ = desc.spec;
   const bool given = model::is_model_file(cfg_.model) && !cfg_.init_fresh && desc.has_params();
   model_ = nn::build_model(dev_, desc, nn::shape_of(desc.input_shape), cfg_.seed, given);
+  model_->set_precision(cfg_.precision);
   if (test_) {
     const io::SplitShape& th = test_->shape();
     if (th.c != sh.c || th.h != sh.h || th.w != sh.w || th.type != sh.type)
@@ -300,6 +307,7 @@ io::Checkpoint Run::snapshot() {
   m.loader_cursor = train_->state().cursor;
   m.lr = lr_;
   m.seed = cfg_.seed;
+  m.precision = precision_name(cfg_.precision);
   m.rng_counter = model_->rng_counter();
   m.ranks = world_;
   m.batch = cfg_.batch;
@@ -377,6 +385,39 @@ void Run::restore(io::Checkpoint& c) {
   }
 }
 
+void Run::require_precision() {
+  if (cfg_.precision == Precision::fp32) return;
+  std::string how;
+  const bool here = dev_.bf16_compute(&how);
+  // The lowest rank that cannot, if any, tells every rank why: all of them
+  // stop with the same line (ranks may sit on different CPUs).
+  int first = here ? world_ : rank_;
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+  if (first == world_) return;
+  char why[512] = {};
+  if (rank_ == first) std::snprintf(why, sizeof why, "%s: %s", dev_.name().c_str(), how.c_str());
+  MPI_CHECK(MPI_Bcast(why, sizeof why, MPI_CHAR, first, MPI_COMM_WORLD));
+  LPSGD_USAGE_ERROR("--precision " << precision_name(cfg_.precision) << " does not run"
+                                   << (world_ > 1 ? " on rank " + std::to_string(first) : "")
+                                   << ", " << why << "; --precision fp32 works here");
+}
+
+std::string Run::precision_line() {
+  if (cfg_.precision == Precision::fp32) return "precision fp32";
+  std::string how;
+  dev_.bf16_compute(&how);
+  // Where a shape has no fast bf16 kernel its layer runs in fp32: say so.
+  size_t affine = 0, bf16 = 0;
+  for (size_t l = 0; l < model_->num_layers(); ++l) {
+    if (model_->layer(l).params().empty()) continue;
+    ++affine;
+    if (model_->layer(l).impl(cfg_.batch).find("bf16") != std::string::npos) ++bf16;
+  }
+  return std::string("precision ") + precision_name(cfg_.precision) + ": " + std::to_string(bf16) +
+         " of " + std::to_string(affine) + " Conv2d/Linear layers multiply in bf16 on " + how +
+         " (fp32 sums); weights, gradients, loss and optimizer in fp32";
+}
+
 bool Run::resume() {
   if (cfg_.resume == "none") return false;
   const bool explicit_path = cfg_.resume != "auto";
@@ -442,6 +483,11 @@ bool Run::resume() {
                                 << (pos[5] == 1 ? "" : "s") << " x batch " << c.meta.batch
                                 << "; read, checked and broadcast in "
                                 << fixed(1e3 * (now_s() - t0), 0) << " ms");
+    // Older checkpoints do not say: they were all fp32.
+    const std::string was = c.meta.precision.empty() ? "fp32" : c.meta.precision;
+    if (was != precision_name(cfg_.precision))
+      LPSGD_INFO("the checkpoint was trained with --precision " << was << ", the run continues with "
+                                                                << precision_name(cfg_.precision));
     if (static_cast<int>(pos[5]) != world_ || c.meta.batch != cfg_.batch)
       LPSGD_INFO("the run continues with " << world_ << " ranks x batch " << cfg_.batch
                                            << ": same sample order, different batch boundaries");
@@ -646,6 +692,7 @@ TrainResult Run::go() {
                         << ": " << model_->param_count() << " parameters ("
                         << fixed(static_cast<double>(model_->param_count()) * 4 / (1 << 20), 1) << " MiB)");
     LPSGD_INFO("compute: " << dev_.name() << "; " << compute_libraries());
+    LPSGD_INFO(precision_line());
     for (size_t l = 0; l < model_->num_layers(); ++l)
       LPSGD_DEBUG("layer " << model_->layer(l).describe() << ": "
                            << model_->layer(l).impl(cfg_.batch));

@@ -39,6 +39,10 @@ struct TrainConfig {
   int64_t batch = 64;                 ///< per rank
   int64_t eval_batch = 500;           ///< per rank
   uint64_t seed = 1;
+  /// What Conv2d and Linear multiply in (device/plans.hpp); weights,
+  /// gradients, loss and optimizer are fp32 either way. bf16 where the device
+  /// cannot compute it natively is a usage error on every rank.
+  Precision precision = Precision::fp32;
   // Optimizer and schedule.
   SgdConfig sgd;
   ScheduleConfig schedule;            ///< total_steps is filled in by the trainer

@@ -5,7 +5,9 @@
 //
 //   bench_nn_step [--model SPEC[,SPEC...]] [--batch N[,N...]] [--steps N]
 //                 [--device cpu|cuda] [--threads N] [--no-layers]
-//   (defaults: mlp:784-512-256-10,cnn:lenet; 64,128; 30 steps; cpu; 1 thread)
+//                 [--precision fp32|bf16]
+//   (defaults: mlp:784-512-256-10,cnn:lenet; 64,128; 30 steps; cpu; 1 thread;
+//   fp32)
 //
 // Layers run one by one, exactly as Model::forward_backward runs them, with
 // the device synchronised after each so its time is its own; each figure is
@@ -132,10 +134,11 @@ struct Row {
 };
 
 void bench(Device& dev, const std::string& spec, int64_t batch, int steps, double peak,
-           bool per_layer) {
+           bool per_layer, Precision prec) {
   // Images, as lpsgd train feeds both models (the MLP starts with a Flatten).
   const Shape input{1, 28, 28};
   auto model = build_model(dev, spec, input, 1);
+  model->set_precision(prec);
   model->prepare(batch);
   train::Sgd sgd(dev, model->param_count(), train::SgdConfig{0.9f, false, 1e-4f});
 
@@ -162,9 +165,10 @@ void bench(Device& dev, const std::string& spec, int64_t batch, int steps, doubl
   dev.synchronize();
   const double step_s = seconds_since(t0) / steps;
 
-  std::printf("\n%s, batch %lld, %s: %.3f ms/step, %.0f samples/s (forward, loss, backward, "
+  std::printf("\n%s, batch %lld, %s, %s: %.3f ms/step, %.0f samples/s (forward, loss, backward, "
               "SGD update; %d steps)\n",
-              spec.c_str(), static_cast<long long>(batch), dev.name().c_str(), 1e3 * step_s,
+              spec.c_str(), static_cast<long long>(batch), dev.name().c_str(),
+              precision_name(prec), 1e3 * step_s,
               static_cast<double>(batch) / step_s, steps);
   if (!per_layer) return;
 
@@ -249,6 +253,7 @@ int main(int argc, char** argv) {
   std::vector<int64_t> batches{64, 128};
   int steps = 30, threads = 1;
   bool per_layer = true;
+  Precision prec = Precision::fp32;
   std::string device = "cpu";
   try {
     for (int i = 1; i < argc; ++i) {
@@ -270,9 +275,12 @@ int main(int argc, char** argv) {
         threads = std::stoi(value());
       } else if (a == "--no-layers") {
         per_layer = false;
+      } else if (a == "--precision") {
+        prec = parse_precision(value());
       } else {
         LPSGD_USAGE_ERROR("unknown option " << a
-                          << " (use --model, --batch, --steps, --device, --threads, --no-layers)");
+                          << " (use --model, --batch, --steps, --device, --threads, --no-layers, "
+                             "--precision)");
       }
     }
     if (steps < 1 || threads < 1) LPSGD_USAGE_ERROR("--steps and --threads must be >= 1");
@@ -287,7 +295,7 @@ int main(int argc, char** argv) {
     }
     std::printf("compute: %s\n", compute_libraries().c_str());
     for (const auto& spec : models)
-      for (int64_t b : batches) bench(*dev, spec, b, steps, peak, per_layer);
+      for (int64_t b : batches) bench(*dev, spec, b, steps, peak, per_layer, prec);
     return 0;
   } catch (const Error& e) {
     std::fprintf(stderr, "bench_nn_step: error: %s\n", e.where().c_str());

@@ -5,6 +5,7 @@
 #   - MPI sees 4 hosts: lpsgd's chain has 4 nodes, so no two ranks of
 #     different namespaces share a memory window;
 #   - every collective and algorithm, --check: 0 wrong;
+#   - calibration tells a switch (one port per node) from a chain of links;
 #   - training: 4 nodes x 1 rank and 2 nodes x 2 ranks end bitwise equal to the
 #     same P and chain with pretend nodes on one host (--ranks-per-node);
 #   - a link down for 2 s mid-run, and a link whose rate drops tenfold mid-run:
@@ -66,6 +67,24 @@ if ((rc == 0)) && grep -q "nodes=4: \[0\] \[1\] \[2\] \[3\]" "$tmp/bench.out" &&
 else
   echo "FAIL: bench across namespaces (exit $rc):"; tail -n 15 "$tmp/bench.out"; fails=$((fails + 1))
 fi
+
+# ---- calibration knows a switch from a chain --------------------------------------------
+# Three nodes at 200 Mbit/s (so that the links, not the two cores, are slow): a
+# node streaming to both neighbours at once halves each stream through its one
+# port into a switch, and keeps both at the rate on a chain of links.
+for topo in switch chain; do
+  $C up --nodes 3 --rate 200mbit --topology "$topo" >/dev/null
+  run -- "$LPSGD" bench --calibrate --calibration "$tmp/cal-$topo.ini" </dev/null \
+    >"$tmp/cal-$topo.out" 2>&1
+  rc=$?
+  want="one NIC per node"; [[ $topo == chain ]] && want="a link of its own to each chain neighbour"
+  if ((rc == 0)) && grep -q "$want" "$tmp/cal-$topo.out"; then
+    echo "ok: calibration on a $topo of 3 nodes: $want; $(grep -o 'measured in [0-9.]* s' "$tmp/cal-$topo.out")"
+  else
+    echo "FAIL: calibration on a $topo of 3 nodes (exit $rc), wanted '$want':"
+    tail -n 5 "$tmp/cal-$topo.out"; fails=$((fails + 1))
+  fi
+done
 
 # ---- training: namespaces against pretend nodes ------------------------------------------
 "$LPSGD" data synth --out "$tmp/d.h5" --samples 2048 --test-samples 256 --shape 1,8,8 --classes 4 \
@@ -151,12 +170,17 @@ $C link 2 rate 1gbit >/dev/null
 mkdir -p "$tmp/err"
 # shellcheck disable=SC2016  # $@ and the rank expand in the rank's shell
 run -- bash -c 'exec "$@" 2> >(tee "'"$tmp"'/err/rank.$OMPI_COMM_WORLD_RANK" >&2)' _ \
-  "$LPSGD" bench --op allreduce --algo lp -b 4M -e 4M -n 100000 -w 1 --comm-timeout 5 \
+  "$LPSGD" bench --op allreduce --algo lp -b 32M -e 32M -n 100000 -w 1 --comm-timeout 5 \
   </dev/null >"$tmp/down.out" 2>&1 &
 pid=$!
 # Mid-collective: the link goes down a second after the bench has printed its
-# table header (its setup done, the collectives started: each 4 MiB allreduce
-# takes tens of milliseconds, and 100000 of them run far past this test). Not
+# table header (its setup done, the collectives started: each 32 MiB allreduce
+# takes a few hundred milliseconds, and 100000 of them run far past this
+# test). Between two collectives the bench's ranks meet in a barrier and an
+# allreduce of the MPI library, which has no timeout: a cut there would leave
+# them waiting until the launcher gives up, so the collectives are large
+# enough that the cut falls in one (4 MiB ones, 35 ms each, left the barrier
+# about a tenth of the time on a loaded machine and the test failed once). Not
 # a fixed sleep from the launch (once 4 s): start-up across the namespaces
 # takes 1-3 s here, so a slower machine would cut the link during it (issue 31).
 SECONDS=0

@@ -55,6 +55,7 @@ Checkpoint make(int64_t step, size_t big = 1000) {
   c.meta.config = "model = mlp:784-512-256-10\nlr = 0.1\n# comment \"quoted\"\n";
   c.meta.version = "0.1.0";
   c.meta.wall_time = 1.7e9 + 0.25;
+  c.meta.precision = "bf16";
   c.params.push_back(tensor("fc1/weight", {static_cast<int64_t>(big / 10), 10}, 1.0f));
   c.params.push_back(tensor("fc1/bias", {static_cast<int64_t>(big / 10)}, -2.0f));
   c.params.push_back(tensor("scale", {}, 3.5f));      // a scalar
@@ -159,6 +160,7 @@ TEST(Checkpoint, RoundTripIsBitwise) {
   EXPECT_EQ(a.config, b.config);
   EXPECT_EQ(a.version, b.version);
   EXPECT_EQ(a.wall_time, b.wall_time);
+  EXPECT_EQ(a.precision, "bf16");
 
   const CkptInfo info = inspect_checkpoint(path);
   EXPECT_TRUE(info.valid) << info.error;

@@ -6,6 +6,11 @@
 // edge, a fused ReLU, and no input gradient. Each case runs the device's own
 // plan (oneDNN on the CPU where built) and the generic plan (im2col + GEMM).
 //
+// The bf16 plans (Precision::bf16) run the same cases against the same
+// double-precision reference, within the bound bf16 allows (see
+// expect_bf16_close), and must differ from fp32 results where fp32 would be
+// exact to 1e-5: a bf16 plan that silently computed in fp32 fails.
+//
 // Built twice: as a unit test on the CPU device, and with LPSGD_PLANS_ON_GPU
 // as a gpu test on the CUDA device (cuDNN plans, the generic plan over
 // cuBLAS), where it skips without a usable GPU.
@@ -60,6 +65,38 @@ void expect_close(const std::vector<float>& got, const Vec& want, double scale, 
     ASSERT_NEAR(got[i], want[i], 1e-5 * scale + 1e-6 * std::abs(want[i])) << what << " element " << i;
 }
 
+// bf16's unit roundoff: 8 significant bits, round to nearest.
+constexpr double kBf16U = 1.0 / 256;
+
+// A bf16 plan's results against the double reference. A bf16 plan rounds
+// each input of a product (x and W forward; dy and x, dy and W backward) to
+// bf16 once, a relative error of at most u = 2^-8 each, so each product a*b
+// is off by at most (2u + u^2)|a b|; the sum of those products is in fp32
+// (the existing fp32 bound, 1e-5 of `scale`, covers its roundings). So
+// element i is within (2u + u^2) * abs_sum[i] of the reference, where
+// abs_sum[i] = sum of |a b| over the products it adds up (a bound on the
+// terms, not on the result, which cancellation can make tiny). Returns the
+// largest error seen in units of the fp32 tolerance, so the caller can tell
+// whether bf16 rounding happened at all.
+double expect_bf16_close(const std::vector<float>& got, const Vec& want, const Vec& abs_sum,
+                         double scale, const std::string& what) {
+  EXPECT_EQ(got.size(), want.size()) << what;
+  double worst = 0;
+  for (size_t i = 0; i < got.size() && i < want.size(); ++i) {
+    const double fp32_tol = 1e-5 * scale + 1e-6 * std::abs(want[i]);
+    const double err = std::abs(double{got[i]} - want[i]);
+    EXPECT_LE(err, (2 * kBf16U + kBf16U * kBf16U) * abs_sum[i] + fp32_tol)
+        << what << " element " << i << ": got " << got[i] << ", want " << want[i]
+        << ", sum of |terms| " << abs_sum[i];
+    if (::testing::Test::HasFailure()) return worst;
+    worst = std::max(worst, err / fp32_tol);
+  }
+  return worst;
+}
+
+// bf16 runs here, or why it does not (GTEST_SKIP's reason).
+bool bf16_here(Device& dev, std::string* why) { return dev.bf16_compute(why); }
+
 struct ConvCase {
   int n, c, h, w, cout, k, s, p;
   bool relu, input_grad;
@@ -72,7 +109,7 @@ std::string name(const ConvCase& c) {
          (c.input_grad ? "" : " no-dx");
 }
 
-void check_conv(Device& dev, const ConvCase& c, bool generic) {
+void check_conv(Device& dev, const ConvCase& c, bool generic, Precision prec = Precision::fp32) {
   const kernels::Window2d g = kernels::make_window2d(c.c, c.h, c.w, c.k, c.k, c.s, c.s, c.p, c.p);
   const int oh = g.out_h, ow = g.out_w;
   const size_t nx = static_cast<size_t>(c.n) * c.c * c.h * c.w, ny = static_cast<size_t>(c.n) * c.cout * oh * ow,
@@ -85,36 +122,61 @@ void check_conv(Device& dev, const ConvCase& c, bool generic) {
 
   // The reference: y = relu?(conv(x, w) + b); dx, dw, db for dy.
   Vec y(ny), dx(nx, 0.0), dw(nw, 0.0), db(static_cast<size_t>(c.cout), 0.0);
+  // Sums of |terms| of each (bf16 bounds): forward's products, dW's, dx's, db's.
+  Vec ay(ny), adx(nx, 0.0), adw(nw, 0.0), adb(static_cast<size_t>(c.cout), 0.0);
   for (int n = 0; n < c.n; ++n)
     for (int o = 0; o < c.cout; ++o)
       for (int i = 0; i < oh; ++i)
         for (int j = 0; j < ow; ++j) {
-          double sum = b[static_cast<size_t>(o)];
+          double sum = b[static_cast<size_t>(o)], abs_sum = 0;
           const double gy = dy[yi(n, o, i, j)];
           db[static_cast<size_t>(o)] += gy;
+          adb[static_cast<size_t>(o)] += std::abs(gy);
           for (int ch = 0; ch < c.c; ++ch)
             for (int ki = 0; ki < c.k; ++ki)
               for (int kj = 0; kj < c.k; ++kj) {
                 const int ih = i * c.s - c.p + ki, iw = j * c.s - c.p + kj;
                 if (ih < 0 || ih >= c.h || iw < 0 || iw >= c.w) continue;
                 sum += X(n, ch, ih, iw) * W(o, ch, ki, kj);
-                dw[((static_cast<size_t>(o) * c.c + ch) * c.k + ki) * c.k + kj] += gy * X(n, ch, ih, iw);
-                dx[((static_cast<size_t>(n) * c.c + ch) * c.h + ih) * c.w + iw] += gy * W(o, ch, ki, kj);
+                abs_sum += std::abs(X(n, ch, ih, iw) * W(o, ch, ki, kj));
+                const size_t wi = ((static_cast<size_t>(o) * c.c + ch) * c.k + ki) * c.k + kj,
+                             xi = ((static_cast<size_t>(n) * c.c + ch) * c.h + ih) * c.w + iw;
+                dw[wi] += gy * X(n, ch, ih, iw);
+                adw[wi] += std::abs(gy * X(n, ch, ih, iw));
+                dx[xi] += gy * W(o, ch, ki, kj);
+                adx[xi] += std::abs(gy * W(o, ch, ki, kj));
               }
           y[yi(n, o, i, j)] = c.relu && sum < 0 ? 0.0 : sum;
+          ay[yi(n, o, i, j)] = abs_sum;
         }
 
-  const Conv2dSpec spec{c.n, g, c.cout, c.relu, c.input_grad};
+  const Conv2dSpec spec{c.n, g, c.cout, c.relu, c.input_grad, prec};
   auto plan = generic ? generic_conv2d(dev, spec) : dev.plan_conv2d(spec);
   const std::string what = name(c) + " [" + plan->impl() + "]";
   std::printf("  %s\n", what.c_str());
-  // The library must really run the shapes it is there for (no silent fallback).
-  if (!generic && dev.kind() == DeviceKind::Cpu && onednn::enabled() && c.c >= 8 && c.cout >= 8) {
+  const bool bf16 = prec == Precision::bf16;
+  // The library must really run the shapes it is there for (no silent
+  // fallback, to fp32 either: every shape here has a fast bf16 kernel on a
+  // CPU with AVX512_BF16).
+  if (bf16 && dev.kind() == DeviceKind::Cpu) {
+    EXPECT_EQ(plan->impl().rfind("onednn bf16 ", 0), 0u) << what << ": not a bf16 plan";
+  }
+  if (!bf16 && !generic && dev.kind() == DeviceKind::Cpu && onednn::enabled() && c.c >= 8 && c.cout >= 8) {
     EXPECT_EQ(plan->impl().rfind("onednn", 0), 0u) << what << ": oneDNN should run this shape";
   }
-  if (!generic && dev.kind() == DeviceKind::Cuda && build::have_cudnn) {
+  if (!bf16 && !generic && dev.kind() == DeviceKind::Cuda && build::have_cudnn) {
     EXPECT_EQ(plan->impl().rfind("cudnn", 0), 0u) << what << ": cuDNN should run this shape";
   }
+  // fp32 within 1e-5 of the scale; bf16 within its bound, and (forward) off
+  // by more than fp32 would be somewhere.
+  const auto check = [&](const std::vector<float>& got, const Vec& want, const Vec& abs_sum,
+                         double scale, const std::string& part) {
+    if (!bf16) return expect_close(got, want, scale, what + " " + part);
+    const double worst = expect_bf16_close(got, want, abs_sum, scale, what + " bf16 " + part);
+    if (part == "forward") {
+      EXPECT_GT(worst, 1.0) << what << ": forward as exact as fp32, so not computed in bf16";
+    }
+  };
   Buf bx(dev, x), bw(dev, w), bb(dev, b), bdy(dev, dy), by(dev, ny), bdx(dev, nx), bdw(dev, nw),
       bdb(dev, static_cast<size_t>(c.cout));
   // Twice, as in training: the second pass must not depend on leftovers of the first.
@@ -122,11 +184,11 @@ void check_conv(Device& dev, const ConvCase& c, bool generic) {
     plan->forward(by.p(), bx.p(), bw.p(), bb.p());
     plan->backward(c.input_grad ? bdx.p() : nullptr, bdw.p(), bdb.p(), bdy.p(), bw.p());
     const double terms = c.c * c.k * c.k, batch_terms = static_cast<double>(c.n) * oh * ow;
-    expect_close(by.host(), y, terms, what + " forward");
-    expect_close(bdw.host(), dw, batch_terms, what + " dW");
-    expect_close(bdb.host(), db, batch_terms, what + " db");
-    if (c.input_grad) expect_close(bdx.host(), dx, c.cout * c.k * c.k, what + " dx");
-    if (::testing::Test::HasFatalFailure()) return;
+    check(by.host(), y, ay, terms, "forward");
+    check(bdw.host(), dw, adw, batch_terms, "dW");
+    check(bdb.host(), db, adb, batch_terms, "db");
+    if (c.input_grad) check(bdx.host(), dx, adx, c.cout * c.k * c.k, "dx");
+    if (::testing::Test::HasFailure()) return;
   }
 }
 
@@ -170,6 +232,16 @@ TEST_F(Plans, Conv2dMatchesTheReference) {
   }
 }
 
+TEST_F(Plans, Bf16Conv2dWithinBf16Bound) {
+  std::string how;
+  if (!bf16_here(*dev, &how)) GTEST_SKIP() << "no bf16 compute on this device: " << how;
+  std::printf("bf16 compute: %s\n", how.c_str());
+  for (const ConvCase& c : kConvCases) {
+    check_conv(*dev, c, false, Precision::bf16);
+    if (HasFailure()) return;
+  }
+}
+
 TEST_F(Plans, GenericConv2dMatchesTheReference) {
   for (const ConvCase& c : kConvCases) {
     check_conv(*dev, c, true);
@@ -185,28 +257,40 @@ TEST_F(Plans, LinearMatchesTheReference) {
   const Case cases[] = {{1, 7, 5, false, true},    {3, 33, 10, true, true},
                         {64, 784, 512, true, false}, {5, 512, 256, true, true},
                         {2, 3136, 17, false, true}, {128, 256, 10, false, true}};
-  for (bool generic : {false, true})
+  std::string how;
+  const bool bf16 = bf16_here(*dev, &how);
+  if (!bf16) std::printf("bf16 linear plans not checked: %s\n", how.c_str());
+  // The device's plan, the generic plan, and the device's bf16 plan.
+  for (int kind = 0; kind < (bf16 ? 3 : 2); ++kind)
     for (const Case& c : cases) {
+      const bool generic = kind == 1;
+      const Precision prec = kind == 2 ? Precision::bf16 : Precision::fp32;
       const auto x = randoms(static_cast<size_t>(c.n) * c.in, 5),
                  w = randoms(static_cast<size_t>(c.out) * c.in, 6),
                  b = randoms(static_cast<size_t>(c.out), 7),
                  dy = randoms(static_cast<size_t>(c.n) * c.out, 8);
       const Vec xd = to_double(x), wd = to_double(w), bd = to_double(b), dyd = to_double(dy);
       Vec y(dy.size()), dx(x.size(), 0.0), dw(w.size(), 0.0), db(b.size(), 0.0);
+      Vec ay(dy.size()), adx(x.size(), 0.0), adw(w.size(), 0.0), adb(b.size(), 0.0);  // sums of |terms|
       for (int i = 0; i < c.n; ++i)
         for (int o = 0; o < c.out; ++o) {
-          double s = bd[static_cast<size_t>(o)];
+          double s = bd[static_cast<size_t>(o)], as = 0;
           const double g = dyd[static_cast<size_t>(i) * c.out + o];
           db[static_cast<size_t>(o)] += g;
+          adb[static_cast<size_t>(o)] += std::abs(g);
           for (int k = 0; k < c.in; ++k) {
             const size_t xi = static_cast<size_t>(i) * c.in + k, wi = static_cast<size_t>(o) * c.in + k;
             s += xd[xi] * wd[wi];
+            as += std::abs(xd[xi] * wd[wi]);
             dw[wi] += g * xd[xi];
+            adw[wi] += std::abs(g * xd[xi]);
             dx[xi] += g * wd[wi];
+            adx[xi] += std::abs(g * wd[wi]);
           }
           y[static_cast<size_t>(i) * c.out + o] = c.relu && s < 0 ? 0.0 : s;
+          ay[static_cast<size_t>(i) * c.out + o] = as;
         }
-      const LinearSpec spec{c.n, c.in, c.out, c.relu, c.input_grad};
+      const LinearSpec spec{c.n, c.in, c.out, c.relu, c.input_grad, prec};
       auto plan = generic ? generic_linear(*dev, spec) : dev->plan_linear(spec);
       const std::string what = std::to_string(c.n) + "x" + std::to_string(c.in) + "->" +
                                std::to_string(c.out) + " [" + plan->impl() + "]";
@@ -214,6 +298,18 @@ TEST_F(Plans, LinearMatchesTheReference) {
           bdx(*dev, x.size()), bdw(*dev, w.size()), bdb(*dev, b.size());
       plan->forward(by.p(), bx.p(), bw.p(), bb.p());
       plan->backward(c.input_grad ? bdx.p() : nullptr, bdw.p(), bdb.p(), bdy.p(), bw.p());
+      if (prec == Precision::bf16) {
+        if (dev->kind() == DeviceKind::Cpu) {
+          EXPECT_EQ(plan->impl().rfind("onednn bf16 ", 0), 0u) << what << ": not a bf16 plan";
+        }
+        const double fwd = expect_bf16_close(by.host(), y, ay, c.in, what + " bf16 forward");
+        EXPECT_GT(fwd, 1.0) << what << ": forward as exact as fp32, so not computed in bf16";
+        expect_bf16_close(bdw.host(), dw, adw, c.n, what + " bf16 dW");
+        expect_bf16_close(bdb.host(), db, adb, c.n, what + " bf16 db");
+        if (c.input_grad) expect_bf16_close(bdx.host(), dx, adx, c.out, what + " bf16 dx");
+        if (HasFailure()) return;
+        continue;
+      }
       expect_close(by.host(), y, c.in, what + " forward");
       expect_close(bdw.host(), dw, c.n, what + " dW");
       expect_close(bdb.host(), db, c.n, what + " db");

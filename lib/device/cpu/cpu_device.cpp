@@ -154,13 +154,38 @@ void CpuDevice::sgd_update(float* w, float* v, const float* g, size_t n,
   kernels::cpu::sgd_update(w, v, g, n, h);
 }
 
+bool CpuDevice::bf16_compute(std::string* how) const {
+  const std::string isa = onednn::bf16_isa();
+  if (!isa.empty()) {
+    *how = isa + " (oneDNN)";
+    return true;
+  }
+  *how = onednn::enabled() ? "not on this CPU (" + onednn::describe() +
+                                 ": no AVX512_BF16 or AMX, where bf16 would be emulated, slower than fp32)"
+                           : onednn::describe() + ": the generic plans compute in fp32 only";
+  return false;
+}
+
+// A bf16 plan oneDNN cannot make fast for a shape (it would run a reference
+// kernel) becomes the fp32 plan: slower to emulate than to compute in fp32.
+// impl() names what runs either way.
 std::unique_ptr<AffinePlan> CpuDevice::plan_conv2d(const Conv2dSpec& s) {
   if (auto p = onednn::conv2d(*this, s)) return p;
+  if (s.precision != Precision::fp32) {
+    Conv2dSpec f = s;
+    f.precision = Precision::fp32;
+    return plan_conv2d(f);
+  }
   return generic_conv2d(*this, s);
 }
 
 std::unique_ptr<AffinePlan> CpuDevice::plan_linear(const LinearSpec& s) {
   if (auto p = onednn::linear(*this, s)) return p;
+  if (s.precision != Precision::fp32) {
+    LinearSpec f = s;
+    f.precision = Precision::fp32;
+    return plan_linear(f);
+  }
   return generic_linear(*this, s);
 }
 

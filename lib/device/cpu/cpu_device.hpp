@@ -65,6 +65,7 @@ class CpuDevice : public Device {
   // oneDNN where it has a fast kernel for the shape, else the generic plans.
   // Max pooling stays the hand-written loop: oneDNN 2.6's pooling took 3-5x
   // longer on LeNet's planes here, in plain and in blocked layouts.
+  bool bf16_compute(std::string* how) const override;
   std::unique_ptr<AffinePlan> plan_conv2d(const Conv2dSpec& s) override;
   std::unique_ptr<AffinePlan> plan_linear(const LinearSpec& s) override;
 };

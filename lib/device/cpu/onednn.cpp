@@ -10,6 +10,16 @@
 // backward. Measured on LeNet's second convolution (batch 64) those reorders
 // cost about 2% of the convolution.
 //
+// In bf16 (Precision::bf16) the same staging converts: the reorder that puts
+// x, W or dy into the primitive's layout also rounds it from fp32 to bf16, so
+// a convolution pays nothing extra for it, and the primitives write fp32
+// outputs (y, dx, dW, db) straight into the caller's tensors, summing the
+// bf16 products in fp32 (AVX512_BF16's dot products, or AMX). W is converted
+// once per forward, when it has just changed, and backward reuses that copy;
+// the fp32 weights the optimizer updates are never touched. A bf16 plan is
+// only made where the CPU multiplies bf16 natively (bf16_isa()): oneDNN's
+// emulation on plain AVX-512 is slower than fp32.
+//
 // Everything shape-dependent (primitive descriptors, primitives, memory
 // objects, the argument maps, reorder buffers and one user-managed scratchpad)
 // is made in the constructor; forward() and backward() only set data handles
@@ -45,7 +55,12 @@ dnnl::engine& engine() {
   return e;
 }
 
-memory::desc md(const memory::dims& d, Tag t) { return memory::desc(d, memory::data_type::f32, t); }
+using DT = memory::data_type;
+
+memory::desc md(const memory::dims& d, Tag t, DT dt = DT::f32) { return memory::desc(d, dt, t); }
+
+// The type a plan of precision p reads x, W and dy in.
+DT input_type(Precision p) { return p == Precision::bf16 ? DT::bf16 : DT::f32; }
 
 // oneDNN's reference implementations are correct but slow (10-1000x): a plan
 // that would use one is not made, and the caller falls back to the generic
@@ -118,6 +133,7 @@ struct Primitives {
   Args fwd_args, bww_args, bwd_args;
   dnnl::stream stream{engine()};
   bool has_bwd = false;
+  const char* kind = "onednn ";  // "onednn bf16 " for a bf16 plan
 
   // Makes the primitives once the descriptors are chosen; the argument maps
   // get the scratchpad here.
@@ -143,7 +159,7 @@ struct Primitives {
            (has_bwd && is_reference(bwd_pd.impl_info_str()));
   }
   std::string impl() const {
-    std::string s = std::string("onednn fwd ") + fwd_pd.impl_info_str() + ", bwd-weights " +
+    std::string s = std::string(kind) + "fwd " + fwd_pd.impl_info_str() + ", bwd-weights " +
                     bww_pd.impl_info_str();
     if (has_bwd) s += std::string(", bwd-data ") + bwd_pd.impl_info_str();
     return s;
@@ -172,22 +188,31 @@ class Conv2d final : public AffinePlan {
         // than pad_l, or negative, when the last window stops short).
         pad_r{(g.out_h - 1) * g.stride_h + g.kernel_h - g.in_h - g.pad_h,
               (g.out_w - 1) * g.stride_w + g.kernel_w - g.in_w - g.pad_w};
+    // The caller's tensors (p_*, plain fp32); what the primitives read (x, W,
+    // dy: i_*, in the plan's input type) and write (y, dx, dW: a_*, fp32), in
+    // oneDNN's chosen layouts ("any") or plain ones (the fallbacks below).
+    // In fp32 the i_ and a_ descriptors are the same.
+    const DT it = input_type(s.precision);
+    if (s.precision == Precision::bf16) p_.kind = "onednn bf16 ";
     const memory::desc p_src = md(src, Tag::nchw), p_wei = md(wei, Tag::oihw),
                        p_bia = md(bia, Tag::a), p_dst = md(dst, Tag::nchw);
     const memory::desc a_src = md(src, Tag::any), a_wei = md(wei, Tag::any),
                        a_dst = md(dst, Tag::any);
+    const memory::desc i_src = md(src, Tag::any, it), i_wei = md(wei, Tag::any, it),
+                       i_dst = md(dst, Tag::any, it), ip_src = md(src, Tag::nchw, it),
+                       ip_dst = md(dst, Tag::nchw, it);
     const auto algo = dnnl::algorithm::convolution_direct;
     auto& p = p_;
 
     // Forward: oneDNN's layouts, or plain ones where it has only a reference
     // kernel for those.
     const auto fwd_pd = [&](const memory::desc& sm, const memory::desc& dm) {
-      return Fwd::primitive_desc(Fwd::desc(dnnl::prop_kind::forward_training, algo, sm, a_wei,
+      return Fwd::primitive_desc(Fwd::desc(dnnl::prop_kind::forward_training, algo, sm, i_wei,
                                            p_bia, dm, strides, pad_l, pad_r),
                                  make_attr(s.relu), engine());
     };
-    p.fwd_pd = fwd_pd(a_src, a_dst);
-    if (is_reference(p.fwd_pd.impl_info_str())) p.fwd_pd = fwd_pd(p_src, p_dst);
+    p.fwd_pd = fwd_pd(i_src, a_dst);
+    if (is_reference(p.fwd_pd.impl_info_str())) p.fwd_pd = fwd_pd(ip_src, p_dst);
 
     // Backward weights. With fewer input channels than a vector holds (a
     // first layer on grey or RGB images) the blocked JIT kernel is slower than
@@ -198,18 +223,22 @@ class Conv2d final : public AffinePlan {
           BwdWeights::desc(algo, sm, a_wei, p_bia, dm, strides, pad_l, pad_r), make_attr(false),
           engine(), p.fwd_pd);
     };
-    const bool few_channels = c < 8;
-    p.bww_pd = few_channels ? bww_pd(p_src, p_dst) : bww_pd(a_src, a_dst);
-    if (!few_channels && is_reference(p.bww_pd.impl_info_str())) p.bww_pd = bww_pd(p_src, p_dst);
+    // In bf16 it is the other way round: the bf16 GEMM on plain layouts is
+    // the slow one (LeNet's first layer, batch 64, AVX512_BF16: 7-12 ms
+    // against 1.7-2.8 ms blocked), so bf16 plans keep the blocked layouts.
+    const bool plain_bww = c < 8 && s.precision == Precision::fp32;
+    p.bww_pd = plain_bww ? bww_pd(ip_src, ip_dst) : bww_pd(i_src, i_dst);
+    if (!plain_bww && is_reference(p.bww_pd.impl_info_str()))
+      p.bww_pd = bww_pd(ip_src, ip_dst);
 
     p.has_bwd = s.input_grad;
     if (s.input_grad) {
       const auto bwd_pd = [&](const memory::desc& sm, const memory::desc& dm) {
-        return BwdData::primitive_desc(BwdData::desc(algo, sm, a_wei, dm, strides, pad_l, pad_r),
+        return BwdData::primitive_desc(BwdData::desc(algo, sm, i_wei, dm, strides, pad_l, pad_r),
                                        make_attr(false), engine(), p.fwd_pd);
       };
-      p.bwd_pd = bwd_pd(a_src, a_dst);
-      if (is_reference(p.bwd_pd.impl_info_str())) p.bwd_pd = bwd_pd(p_src, p_dst);
+      p.bwd_pd = bwd_pd(a_src, i_dst);
+      if (is_reference(p.bwd_pd.impl_info_str())) p.bwd_pd = bwd_pd(p_src, ip_dst);
     }
     if (p.any_reference()) throw Unsupported{};
 
@@ -290,7 +319,10 @@ class Conv2d final : public AffinePlan {
 
 // A fully connected layer as oneDNN's inner product, all in plain layouts
 // (the weights are the arena's [out, in]); the bias add and a following ReLU
-// are fused into forward, the bias gradient into backward-weights.
+// are fused into forward, the bias gradient into backward-weights. In bf16,
+// x, W and dy are staged into bf16 copies in the layouts oneDNN picks (x's
+// and W's made in forward and reused by backward, dy's shared by both
+// backward primitives); in fp32 the staging is the caller's memory itself.
 class Linear final : public AffinePlan {
   using Fwd = dnnl::inner_product_forward;
   using BwdData = dnnl::inner_product_backward_data;
@@ -298,62 +330,88 @@ class Linear final : public AffinePlan {
 
  public:
   Linear(Device& dev, const LinearSpec& s) {
-    const memory::desc src = md({s.batch, s.in}, Tag::nc), wei = md({s.out, s.in}, Tag::oi),
-                       bia = md({s.out}, Tag::a), dst = md({s.batch, s.out}, Tag::nc);
+    const memory::dims d_src{s.batch, s.in}, d_wei{s.out, s.in}, d_dst{s.batch, s.out};
+    const memory::desc src = md(d_src, Tag::nc), wei = md(d_wei, Tag::oi),
+                       bia = md({s.out}, Tag::a), dst = md(d_dst, Tag::nc);
+    // What the primitives read x, W and dy as: the plain fp32 tensors
+    // themselves, or bf16 in oneDNN's layouts.
+    const bool bf16 = s.precision == Precision::bf16;
+    const memory::desc i_src = bf16 ? md(d_src, Tag::any, DT::bf16) : src,
+                       i_wei = bf16 ? md(d_wei, Tag::any, DT::bf16) : wei,
+                       i_dst = bf16 ? md(d_dst, Tag::any, DT::bf16) : dst;
     auto& p = p_;
+    if (bf16) p.kind = "onednn bf16 ";
     p.fwd_pd = Fwd::primitive_desc(
-        Fwd::desc(dnnl::prop_kind::forward_training, src, wei, bia, dst), make_attr(s.relu),
+        Fwd::desc(dnnl::prop_kind::forward_training, i_src, i_wei, bia, dst), make_attr(s.relu),
         engine());
-    p.bww_pd = BwdWeights::primitive_desc(BwdWeights::desc(src, wei, bia, dst), make_attr(false),
-                                          engine(), p.fwd_pd);
+    p.bww_pd = BwdWeights::primitive_desc(BwdWeights::desc(p.fwd_pd.src_desc(), wei, bia, i_dst),
+                                          make_attr(false), engine(), p.fwd_pd);
     p.has_bwd = s.input_grad;
     if (s.input_grad)
-      p.bwd_pd = BwdData::primitive_desc(BwdData::desc(src, wei, dst), make_attr(false), engine(),
-                                         p.fwd_pd);
+      p.bwd_pd = BwdData::primitive_desc(
+          BwdData::desc(src, p.fwd_pd.weights_desc(), p.bww_pd.diff_dst_desc()), make_attr(false),
+          engine(), p.fwd_pd);
     if (p.any_reference()) throw Unsupported{};
-    for (auto* m : {&x_, &dx_}) *m = memory(src, engine(), DNNL_MEMORY_NONE);
-    for (auto* m : {&w_, &dw_}) *m = memory(wei, engine(), DNNL_MEMORY_NONE);
+    // Backward-weights reads forward's copy of x (asked for in its layout
+    // above), backward-data forward's copy of W and backward-weights' of dy.
+    x_ = Staged(dev, src, p.fwd_pd.src_desc());
+    w_ = Staged(dev, wei, p.fwd_pd.weights_desc());
+    dy_ = Staged(dev, dst, p.bww_pd.diff_dst_desc());
+    LPSGD_CHECK(p.bww_pd.src_desc() == p.fwd_pd.src_desc() &&
+                    (!s.input_grad || (p.bwd_pd.weights_desc() == p.fwd_pd.weights_desc() &&
+                                       p.bwd_pd.diff_dst_desc() == p.bww_pd.diff_dst_desc())),
+                "oneDNN linear plan: backward wants other layouts than forward made");
+    y_ = memory(dst, engine(), DNNL_MEMORY_NONE);
+    dx_ = memory(src, engine(), DNNL_MEMORY_NONE);
+    dw_ = memory(wei, engine(), DNNL_MEMORY_NONE);
     for (auto* m : {&b_, &db_}) *m = memory(bia, engine(), DNNL_MEMORY_NONE);
-    for (auto* m : {&y_, &dy_}) *m = memory(dst, engine(), DNNL_MEMORY_NONE);
-    p.make(dev, {{DNNL_ARG_SRC, x_}, {DNNL_ARG_WEIGHTS, w_}, {DNNL_ARG_BIAS, b_}, {DNNL_ARG_DST, y_}},
-           {{DNNL_ARG_SRC, x_},
-            {DNNL_ARG_DIFF_DST, dy_},
+    p.make(dev,
+           {{DNNL_ARG_SRC, x_.inner()},
+            {DNNL_ARG_WEIGHTS, w_.inner()},
+            {DNNL_ARG_BIAS, b_},
+            {DNNL_ARG_DST, y_}},
+           {{DNNL_ARG_SRC, x_.inner()},
+            {DNNL_ARG_DIFF_DST, dy_.inner()},
             {DNNL_ARG_DIFF_WEIGHTS, dw_},
             {DNNL_ARG_DIFF_BIAS, db_}},
-           {{DNNL_ARG_DIFF_DST, dy_}, {DNNL_ARG_WEIGHTS, w_}, {DNNL_ARG_DIFF_SRC, dx_}});
+           {{DNNL_ARG_DIFF_DST, dy_.inner()}, {DNNL_ARG_WEIGHTS, w_.inner()}, {DNNL_ARG_DIFF_SRC, dx_}});
   }
 
   std::string impl() const override {
-    return std::string("onednn ") + p_.fwd_pd.impl_info_str();
+    return p_.kind + std::string(p_.fwd_pd.impl_info_str());
   }
 
   void forward(float* y, const float* x, const float* w, const float* b) override {
-    x_.set_data_handle(const_cast<float*>(x));
-    w_.set_data_handle(const_cast<float*>(w));
+    auto& st = p_.stream;
+    x_.load(st, x);
+    w_.load(st, w);
     b_.set_data_handle(const_cast<float*>(b));
     y_.set_data_handle(y);
-    p_.fwd.execute(p_.stream, p_.fwd_args);
-    p_.stream.wait();
+    p_.fwd.execute(st, p_.fwd_args);
+    st.wait();
     saved_ = true;
   }
 
-  void backward(float* dx, float* dw, float* db, const float* dy, const float* w) override {
+  void backward(float* dx, float* dw, float* db, const float* dy, const float*) override {
     LPSGD_CHECK(saved_, "linear plan: backward before forward");
-    dy_.set_data_handle(const_cast<float*>(dy));
+    auto& st = p_.stream;
+    dy_.load(st, dy);
     dw_.set_data_handle(dw);
     db_.set_data_handle(db);
-    p_.bww.execute(p_.stream, p_.bww_args);  // x_ still points at forward's input
+    p_.bww.execute(st, p_.bww_args);  // x_ still holds (or points at) forward's input
     if (p_.has_bwd) {
-      w_.set_data_handle(const_cast<float*>(w));
+      // W is unchanged since forward (AffinePlan's contract): its copy, or
+      // the caller's memory itself, is still right.
       dx_.set_data_handle(dx);
-      p_.bwd.execute(p_.stream, p_.bwd_args);
+      p_.bwd.execute(st, p_.bwd_args);
     }
-    p_.stream.wait();
+    st.wait();
   }
 
  private:
   Primitives<Fwd, BwdData, BwdWeights> p_;
-  memory x_, w_, b_, y_, dx_, dw_, db_, dy_;
+  Staged x_, w_, dy_;
+  memory y_, dx_, dw_, b_, db_;
   bool saved_ = false;
 };
 
@@ -380,6 +438,7 @@ bool switched_off() {
 template <class Plan, class Spec>
 std::unique_ptr<AffinePlan> make_or_null(Device& dev, const Spec& s) {
   if (!enabled()) return nullptr;
+  if (s.precision == Precision::bf16 && bf16_isa().empty()) return nullptr;
   try {
     return std::make_unique<Plan>(dev, s);
   } catch (const Unsupported&) {
@@ -404,6 +463,17 @@ std::string describe() {
   return s;
 }
 
+std::string bf16_isa() {
+  if (!enabled()) return "";
+  // oneDNN's own view (ONEDNN_MAX_CPU_ISA lowers it): bf16 dot products
+  // (AVX512_BF16) or tiles (AMX) in hardware, not the emulation on AVX-512.
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
+    default: return "";
+  }
+}
+
 void set_threads(int n) { omp_set_num_threads(n); }
 
 std::unique_ptr<AffinePlan> conv2d(Device& dev, const Conv2dSpec& s) {
@@ -418,6 +488,7 @@ std::unique_ptr<AffinePlan> linear(Device& dev, const LinearSpec& s) {
 
 bool enabled() { return false; }
 std::string describe() { return "oneDNN not built"; }
+std::string bf16_isa() { return ""; }
 void set_threads(int) {}
 std::unique_ptr<AffinePlan> conv2d(Device&, const Conv2dSpec&) { return nullptr; }
 std::unique_ptr<AffinePlan> linear(Device&, const LinearSpec&) { return nullptr; }

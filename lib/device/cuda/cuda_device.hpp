@@ -25,6 +25,9 @@ int cuda_usable_device_count();
 /// "cuBLAS 13.0.0, cuDNN 9.19.0": the GPU compute libraries of this build.
 std::string cuda_libraries();
 
+/// Where --precision bf16 runs on GPUs (lpsgd --version's line).
+std::string cuda_bf16_support();
+
 /// A CUDA device for this rank (GPU local_rank % count); a usage error when
 /// no GPU is usable.
 std::unique_ptr<Device> make_cuda_device(int local_rank);
