@@ -99,11 +99,11 @@ uint64_t count_wrong16(const H* out, size_t n, CollKind kind, int root, int P, i
   return wrong;
 }
 template <>
-uint64_t count_wrong(const bf16* out, size_t n, CollKind kind, int root, int P, int rank) {
+uint64_t count_wrong(const bfloat16* out, size_t n, CollKind kind, int root, int P, int rank) {
   return count_wrong16(out, n, kind, root, P, rank);
 }
 template <>
-uint64_t count_wrong(const f16* out, size_t n, CollKind kind, int root, int P, int rank) {
+uint64_t count_wrong(const float16* out, size_t n, CollKind kind, int root, int P, int rank) {
   return count_wrong16(out, n, kind, root, P, rank);
 }
 

@@ -55,8 +55,8 @@ __attribute__((always_inline)) inline void run16(const Args16& g) {
 #else
 #define LPSGD_WIDE_CLONES
 #endif
-LPSGD_WIDE_CLONES void run_bf16(const Args16& g) { run16<bf16>(g); }
-LPSGD_WIDE_CLONES void run_f16(const Args16& g) { run16<f16>(g); }
+LPSGD_WIDE_CLONES void run_bf16(const Args16& g) { run16<bfloat16>(g); }
+LPSGD_WIDE_CLONES void run_f16(const Args16& g) { run16<float16>(g); }
 
 void run16(DType t, const Args16& g) {
   if (t == DType::BF16) run_bf16(g);

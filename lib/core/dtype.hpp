@@ -67,8 +67,8 @@ template <class T> struct dtype_of;
 template <> struct dtype_of<float> { static constexpr DType value = DType::F32; };
 template <> struct dtype_of<double> { static constexpr DType value = DType::F64; };
 template <> struct dtype_of<int32_t> { static constexpr DType value = DType::I32; };
-template <> struct dtype_of<bf16> { static constexpr DType value = DType::BF16; };
-template <> struct dtype_of<f16> { static constexpr DType value = DType::F16; };
+template <> struct dtype_of<bfloat16> { static constexpr DType value = DType::BF16; };
+template <> struct dtype_of<float16> { static constexpr DType value = DType::F16; };
 
 /// Calls f(T{}) with T the C++ type of t: dispatch_dtype(t, [&](auto tag){ using T = decltype(tag); });
 template <class F>
@@ -77,8 +77,8 @@ decltype(auto) dispatch_dtype(DType t, F&& f) {
     case DType::F32: return f(float{});
     case DType::F64: return f(double{});
     case DType::I32: return f(int32_t{});
-    case DType::BF16: return f(bf16{});
-    case DType::F16: return f(f16{});
+    case DType::BF16: return f(bfloat16{});
+    case DType::F16: return f(float16{});
   }
   LPSGD_THROW("bad dtype " << static_cast<int>(t));
 }

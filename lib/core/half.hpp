@@ -107,15 +107,15 @@ struct F16Format {
 };
 
 /// bfloat16: 8 exponent bits, 7 stored mantissa bits (unit roundoff 2^-8).
-using bf16 = Float16<Bf16Format>;
+using bfloat16 = Float16<Bf16Format>;
 /// IEEE binary16: 5 exponent bits, 10 stored mantissa bits (unit roundoff 2^-11).
-using f16 = Float16<F16Format>;
+using float16 = Float16<F16Format>;
 
 /// The type element-wise kernels compute in: float for the 16-bit types (add
 /// and multiply in float, round once when storing), T itself otherwise.
 template <class T> struct acc_type { using type = T; };
-template <> struct acc_type<bf16> { using type = float; };
-template <> struct acc_type<f16> { using type = float; };
+template <> struct acc_type<bfloat16> { using type = float; };
+template <> struct acc_type<float16> { using type = float; };
 template <class T> using acc_t = typename acc_type<T>::type;
 
 }  // namespace lpsgd

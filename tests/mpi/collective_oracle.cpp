@@ -307,8 +307,8 @@ std::string check_collective(Communicator& cm, const OracleCase& c) {
     case DType::F32: return run_case<float>(cm, c);
     case DType::F64: return run_case<double>(cm, c);
     case DType::I32: return run_case<int32_t>(cm, c);
-    case DType::BF16: return run_case16<bf16>(cm, c);
-    case DType::F16: return run_case16<f16>(cm, c);
+    case DType::BF16: return run_case16<bfloat16>(cm, c);
+    case DType::F16: return run_case16<float16>(cm, c);
   }
   return "unknown dtype";
 }

@@ -225,15 +225,15 @@ void check_ops16(Device& dev) {
 
 TEST(CpuDevice, Elementwise16BitRoundsOnce) {
   auto dev = make_device(DeviceKind::Cpu);
-  check_ops16<bf16>(*dev);
-  check_ops16<f16>(*dev);
+  check_ops16<bfloat16>(*dev);
+  check_ops16<float16>(*dev);
   // A sum between two bf16 values goes to the nearer: 1 + 0.75 ulp -> 1 + ulp.
-  const std::vector<bf16> x{bf16(1.0f)}, y{bf16(0x1.8p-8f)};
+  const std::vector<bfloat16> x{bfloat16(1.0f)}, y{bfloat16(0x1.8p-8f)};
   DeviceBuffer dx(*dev, 2), dy(*dev, 2);
   dev->copy_from_host(dx.data(), x.data(), 2);
   dev->copy_from_host(dy.data(), y.data(), 2);
   dev->reduce_add(DType::BF16, dx.data(), dx.data(), dy.data(), 1);
-  EXPECT_EQ(dx.as<bf16>()[0].bits, bf16(1.0f + 0x1.0p-7f).bits);
+  EXPECT_EQ(dx.as<bfloat16>()[0].bits, bfloat16(1.0f + 0x1.0p-7f).bits);
 }
 
 // The update from a 16-bit gradient (--wire) is the float update from the
