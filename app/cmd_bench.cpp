@@ -49,7 +49,7 @@ struct Row {
 // Exact inputs: small integers that differ by rank, so every sum is exact.
 template <class T>
 T input_value(size_t i, int rank) {
-  return static_cast<T>(static_cast<int>((i * 7 + static_cast<size_t>(rank) * 13) % 17) - 8);
+  return static_cast<T>(static_cast<acc_t<T>>(static_cast<int>((i * 7 + static_cast<size_t>(rank) * 13) % 17) - 8));
 }
 
 template <class T>
@@ -62,7 +62,7 @@ uint64_t count_wrong(const T* out, size_t n, CollKind kind, int root, int P, int
   if (kind == CollKind::Reduce && rank != root) return 0;
   uint64_t wrong = 0;
   for (size_t i = 0; i < n; ++i) {
-    T expect = 0;
+    T expect = T(0);
     if (kind == CollKind::Bcast) {
       expect = input_value<T>(i, root);
     } else {
@@ -71,6 +71,40 @@ uint64_t count_wrong(const T* out, size_t n, CollKind kind, int root, int P, int
     wrong += out[i] != expect;
   }
   return wrong;
+}
+
+// bf16 and fp16 sums round once per addition: a result is right within
+// sum16_gamma(P - 1) * sum_r |x_r| of the exact sum (docs/precision.md; these
+// integer inputs sum exactly up to P = 32 in bf16, 256 in fp16), a broadcast
+// bit for bit.
+template <class H>
+uint64_t count_wrong16(const H* out, size_t n, CollKind kind, int root, int P, int rank) {
+  if (kind == CollKind::Reduce && rank != root) return 0;
+  const double gamma = sum16_gamma(dtype_of<H>::value, P - 1);
+  uint64_t wrong = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (kind == CollKind::Bcast) {
+      wrong += out[i].bits != input_value<H>(i, root).bits;
+      continue;
+    }
+    const double got = static_cast<float>(out[i]);
+    double sum = 0, abs_sum = 0;
+    for (int r = 0; r < P; ++r) {
+      const double x = static_cast<float>(input_value<H>(i, r));
+      sum += x;
+      abs_sum += std::fabs(x);
+    }
+    wrong += !(std::fabs(got - sum) <= gamma * abs_sum);
+  }
+  return wrong;
+}
+template <>
+uint64_t count_wrong(const bfloat16* out, size_t n, CollKind kind, int root, int P, int rank) {
+  return count_wrong16(out, n, kind, root, P, rank);
+}
+template <>
+uint64_t count_wrong(const float16* out, size_t n, CollKind kind, int root, int P, int rank) {
+  return count_wrong16(out, n, kind, root, P, rank);
 }
 
 std::string json_row(const Row& r) {
@@ -109,7 +143,7 @@ int run_bench(int argc, char** argv) {
     ("iters,n", po::value(&iters)->default_value(20), "timed iterations per row")
     ("warmup,w", po::value(&warmup)->default_value(5), "untimed iterations per row, spread over its phases (each phase at least one)")
     ("root", po::value(&root)->default_value(0), "root (chain position) for bcast and reduce")
-    ("dtype", po::value(&dtype_s)->default_value("float"), "float, double or int32")
+    ("dtype", po::value(&dtype_s)->default_value("float"), "float, double, int32, bf16 or fp16")
     ("block", po::value(&block_s)->default_value("auto"), "LP block: bytes or auto (cost model)")
     ("window", po::value(&window)->default_value(4), "LP blocks in flight per link (W)")
     ("links", po::value(&links_s)->default_value("auto"), "auto (peer links in a node) or mpi")

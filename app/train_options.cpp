@@ -43,7 +43,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& out) {
   train::TrainConfig& c = out.config;
   std::string schedule = "constant", sync = "allreduce", algo = "lp", block = "auto",
               overlap = "on", device = "cpu", links = "auto", progress = "auto",
-              checkpoint_failure = "warn", init = "file", precision = "fp32";
+              checkpoint_failure = "warn", init = "file", precision = "fp32", wire = "fp32";
   double bucket_mb = 1, lr = 0.05, momentum = 0.9, weight_decay = 0, lr_gamma = 0.1, min_lr = 0;
   bool nesterov = false;
   int threads = 1;
@@ -73,6 +73,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& out) {
     ("block", po::value(&block)->default_value(block), "LP block size in bytes (K/M suffixes) or auto")
     ("bucket-mb", cli::value_with_default(&bucket_mb), "largest gradient bucket in MiB (0: one bucket)")
     ("overlap", po::value(&overlap)->default_value(overlap), "on: exchange buckets during backward; off: after it")
+    ("wire", po::value(&wire)->default_value(wire), "what gradients travel as: fp32, bf16 or fp16 (sums in float, rounded once per addition; weights and optimizer stay fp32)")
     ("window", po::value(&c.window)->default_value(c.window), "LP blocks in flight per link")
     ("links", po::value(&links)->default_value(links), "auto (peer links in a node) or mpi")
     ("ranks-per-node", po::value(&c.ranks_per_node)->default_value(0), "split ranks into pretend nodes of N")
@@ -115,6 +116,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& out) {
   if (overlap != "on" && overlap != "off")
     LPSGD_USAGE_ERROR("--overlap must be on or off, got '" << overlap << "'");
   c.sync.overlap = overlap == "on";
+  c.sync.wire = train::parse_wire(wire);
   c.links = comm::parse_links(links);
   c.progress = train::parse_progress_mode(progress);
   cli::require_range("window", c.window, 1, 16);

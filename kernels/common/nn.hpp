@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/half.hpp"
 #include "core/hd.hpp"
 #include "core/rng.hpp"
 
@@ -301,13 +302,17 @@ struct SgdHyper {
 
 /// One SGD step on element i, PyTorch's formulation (no dampening):
 ///   d = g + wd * w;  v = mu * v + d;  w -= lr * (nesterov ? d + mu * v : v).
+/// G is the gradient's type: float, or the 16-bit type it travelled in
+/// (--wire), read and widened to float here, so that the averaged gradient
+/// is converted back in the update's own pass; weights and velocity stay float.
+template <class G>
 struct SgdUpdate {
   float* w;
   float* v;
-  const float* g;
+  const G* g;
   SgdHyper h;
   LPSGD_HD void operator()(size_t i) const {
-    float d = g[i] + h.weight_decay * w[i];
+    float d = static_cast<float>(g[i]) + h.weight_decay * w[i];
     if (h.momentum != 0.0f) {
       const float vi = h.momentum * v[i] + d;
       v[i] = vi;
@@ -316,5 +321,7 @@ struct SgdUpdate {
     w[i] -= h.lr * d;
   }
 };
+template <class G>
+SgdUpdate(float*, float*, const G*, SgdHyper) -> SgdUpdate<G>;
 
 }  // namespace lpsgd::kernels

@@ -11,7 +11,62 @@
 
 namespace lpsgd::kernels::cpu {
 
+// ---- bf16 and fp16 -------------------------------------------------------------
+// Their loops convert every element to float and back (core/half.hpp), so they
+// are bound by arithmetic, not memory, at SSE2's four lanes: the same source
+// is compiled again for AVX2 and AVX-512 (x86-64-v3 / v4, GCC's target_clones)
+// and the loader picks the widest the CPU runs. IEEE arithmetic gives the same
+// bits at every width (no contraction: -std=c++17 keeps -ffp-contract=off).
+namespace {
+
+enum class Op16 { Add, AddScale, Twice, Scale, Axpy, To16, From16 };
+struct Args16 {
+  Op16 op;
+  void* out;
+  void* out1;  // Twice's second output
+  const void* a;
+  const void* b;  // Axpy's x
+  double alpha;
+  size_t n;
+};
+
+template <class T>
+inline void sum_twice(T* o0, T* o1, const T* x, const T* y, double alpha, size_t n);
+
+template <class H>
+__attribute__((always_inline)) inline void run16(const Args16& g) {
+  auto* out = static_cast<H*>(g.out);
+  const auto* a = static_cast<const H*>(g.a);
+  const auto* b = static_cast<const H*>(g.b);
+  const float al = static_cast<float>(g.alpha);
+  switch (g.op) {
+    case Op16::Add: return launch(g.n, ReduceAdd<H>{out, a, b});
+    case Op16::AddScale: return launch(g.n, ReduceAddScale<H>{out, a, b, al});
+    case Op16::Twice: return sum_twice(out, static_cast<H*>(g.out1), a, b, g.alpha, g.n);
+    case Op16::Scale: return launch(g.n, Scale<H>{out, al});
+    case Op16::Axpy: return launch(g.n, Axpy<H>{out, b, al});
+    case Op16::To16: return launch(g.n, Convert<H, float>{out, static_cast<const float*>(g.a)});
+    case Op16::From16: return launch(g.n, Convert<float, H>{static_cast<float*>(g.out), a});
+  }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#define LPSGD_WIDE_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define LPSGD_WIDE_CLONES
+#endif
+LPSGD_WIDE_CLONES void run_bf16(const Args16& g) { run16<bfloat16>(g); }
+LPSGD_WIDE_CLONES void run_f16(const Args16& g) { run16<float16>(g); }
+
+void run16(DType t, const Args16& g) {
+  if (t == DType::BF16) run_bf16(g);
+  else run_f16(g);
+}
+
+}  // namespace
+
 void reduce_add(DType t, void* out, const void* a, const void* b, size_t n) {
+  if (dtype_is_16bit(t)) return run16(t, {Op16::Add, out, nullptr, a, b, 1.0, n});
   dispatch_dtype(t, [&](auto tag) {
     using T = decltype(tag);
     launch(n, ReduceAdd<T>{static_cast<T*>(out), static_cast<const T*>(a),
@@ -63,22 +118,32 @@ void copy_uncached(void* dst, const void* src, size_t bytes) { std::memcpy(dst, 
 
 namespace {
 // The plain loop: ReduceAdd's or ReduceAddScale's rounding, stored twice.
+// (A 16-bit sum stays in float until its one rounding, as ReduceAddScale.)
+// The choice between the two is made outside the loop (inside it, a
+// conditional on a float product keeps the loop scalar), and each output is
+// stored from the float value (copying a 16-bit struct twice does too).
 template <class T>
-void sum_twice(T* o0, T* o1, const T* x, const T* y, double alpha, size_t n) {
-  const T al = static_cast<T>(alpha);
-  const bool scaled = alpha != 1.0;
+__attribute__((always_inline)) inline void sum_twice(T* o0, T* o1, const T* x, const T* y,
+                                                     double alpha, size_t n) {
+  using A = acc_t<T>;
+  const auto store = [&](const auto& value) {
 #pragma GCC ivdep
-  for (size_t i = 0; i < n; ++i) {
-    const T s = static_cast<T>(x[i] + y[i]);
-    const T v = scaled ? static_cast<T>(s * al) : s;
-    o0[i] = v;
-    o1[i] = v;
-  }
+    for (size_t i = 0; i < n; ++i) {
+      const A v = value(i);
+      o0[i] = static_cast<T>(v);
+      o1[i] = static_cast<T>(v);
+    }
+  };
+  const auto sum = [&](size_t i) { return static_cast<A>(static_cast<A>(x[i]) + static_cast<A>(y[i])); };
+  const A al = static_cast<A>(alpha);
+  if (alpha != 1.0) store([&](size_t i) { return static_cast<A>(sum(i) * al); });
+  else store(sum);
 }
 }  // namespace
 
 void reduce_add_twice(DType t, void* out0, void* out1, const void* a, const void* b, double alpha,
                       size_t n, bool uncached) {
+  if (dtype_is_16bit(t)) return run16(t, {Op16::Twice, out0, out1, a, b, alpha, n});
 #if defined(__x86_64__)
   const auto mis = [](const void* p) { return reinterpret_cast<uintptr_t>(p) & 15; };
   if (uncached && t == DType::F32 && mis(out0) == mis(out1)) {
@@ -110,25 +175,34 @@ void reduce_add_twice(DType t, void* out0, void* out1, const void* a, const void
 }
 
 void reduce_add_scale(DType t, void* out, const void* a, const void* b, double alpha, size_t n) {
+  if (dtype_is_16bit(t)) return run16(t, {Op16::AddScale, out, nullptr, a, b, alpha, n});
   dispatch_dtype(t, [&](auto tag) {
     using T = decltype(tag);
     launch(n, ReduceAddScale<T>{static_cast<T*>(out), static_cast<const T*>(a),
-                                static_cast<const T*>(b), static_cast<T>(alpha)});
+                                static_cast<const T*>(b), static_cast<acc_t<T>>(alpha)});
   });
 }
 
 void scale(DType t, void* x, double alpha, size_t n) {
+  if (dtype_is_16bit(t)) return run16(t, {Op16::Scale, x, nullptr, nullptr, nullptr, alpha, n});
   dispatch_dtype(t, [&](auto tag) {
     using T = decltype(tag);
-    launch(n, Scale<T>{static_cast<T*>(x), static_cast<T>(alpha)});
+    launch(n, Scale<T>{static_cast<T*>(x), static_cast<acc_t<T>>(alpha)});
   });
 }
 
 void axpy(DType t, void* y, double alpha, const void* x, size_t n) {
+  if (dtype_is_16bit(t)) return run16(t, {Op16::Axpy, y, nullptr, nullptr, x, alpha, n});
   dispatch_dtype(t, [&](auto tag) {
     using T = decltype(tag);
-    launch(n, Axpy<T>{static_cast<T*>(y), static_cast<const T*>(x), static_cast<T>(alpha)});
+    launch(n, Axpy<T>{static_cast<T*>(y), static_cast<const T*>(x), static_cast<acc_t<T>>(alpha)});
   });
+}
+
+void convert(DType to, void* dst, DType from, const void* src, size_t n) {
+  if (from == DType::F32 && dtype_is_16bit(to)) run16(to, {Op16::To16, dst, nullptr, src, nullptr, 1.0, n});
+  else if (to == DType::F32 && dtype_is_16bit(from)) run16(from, {Op16::From16, dst, nullptr, src, nullptr, 1.0, n});
+  else LPSGD_THROW("convert: " << dtype_name(from) << " to " << dtype_name(to) << " is not supported");
 }
 
 }  // namespace lpsgd::kernels::cpu

@@ -10,8 +10,10 @@
 namespace lpsgd::kernels::cuda {
 namespace {
 
-template <class T>
-__global__ void reduce_add_packed(size_t n, T* out, const T* a, const T* b) {
+// A binary functor over (out, a, b) on 16-byte packs: make(o, x, y) builds it
+// for the arrays it is given (packs in registers, or memory for the tail).
+template <class T, class Make>
+__global__ void binary_packed(size_t n, T* out, const T* a, const T* b, Make make) {
   using P = Pack<T>;
   const size_t packs = n / P::N;
   const size_t tid = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
@@ -20,16 +22,39 @@ __global__ void reduce_add_packed(size_t n, T* out, const T* a, const T* b) {
     const P pa = reinterpret_cast<const P*>(a)[j];
     const P pb = reinterpret_cast<const P*>(b)[j];
     P po;
-    const ReduceAdd<T> f{po.v, pa.v, pb.v};
+    const auto f = make(po.v, pa.v, pb.v);
 #pragma unroll
     for (int k = 0; k < P::N; ++k) f(k);
     reinterpret_cast<P*>(out)[j] = po;
   }
-  if (tid < n - packs * P::N) ReduceAdd<T>{out, a, b}(packs * P::N + tid);
+  if (tid < n - packs * P::N) make(out, a, b)(packs * P::N + tid);
 }
 
 template <class T>
-__global__ void scale_packed(size_t n, T* x, T alpha) {
+struct MakeReduceAdd {
+  LPSGD_HD ReduceAdd<T> operator()(T* o, const T* x, const T* y) const { return {o, x, y}; }
+};
+template <class T>
+struct MakeReduceAddScale {
+  acc_t<T> alpha;
+  LPSGD_HD ReduceAddScale<T> operator()(T* o, const T* x, const T* y) const {
+    return {o, x, y, alpha};
+  }
+};
+
+// out = f(a, b) for the functor make builds: packed where every pointer allows.
+template <class T, class Make>
+void launch_binary(size_t n, T* out, const T* a, const T* b, Make make, cudaStream_t s) {
+  if (aligned16(out) && aligned16(a) && aligned16(b)) {
+    binary_packed<T><<<packed_grid<T>(n), kThreads, 0, s>>>(n, out, a, b, make);
+    CUDA_CHECK(cudaGetLastError());
+  } else {
+    launch(n, make(out, a, b), s);
+  }
+}
+
+template <class T>
+__global__ void scale_packed(size_t n, T* x, acc_t<T> alpha) {
   using P = Pack<T>;
   const size_t packs = n / P::N;
   const size_t tid = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
@@ -45,7 +70,7 @@ __global__ void scale_packed(size_t n, T* x, T alpha) {
 }
 
 template <class T>
-__global__ void axpy_packed(size_t n, T* y, const T* x, T alpha) {
+__global__ void axpy_packed(size_t n, T* y, const T* x, acc_t<T> alpha) {
   using P = Pack<T>;
   const size_t packs = n / P::N;
   const size_t tid = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
@@ -67,15 +92,18 @@ void reduce_add(DType t, void* out, const void* a, const void* b, size_t n, cuda
   if (n == 0) return;
   dispatch_dtype(t, [&](auto tag) {
     using T = decltype(tag);
-    auto* o = static_cast<T*>(out);
-    auto* pa = static_cast<const T*>(a);
-    auto* pb = static_cast<const T*>(b);
-    if (aligned16(o) && aligned16(pa) && aligned16(pb)) {
-      reduce_add_packed<T><<<packed_grid<T>(n), kThreads, 0, s>>>(n, o, pa, pb);
-      CUDA_CHECK(cudaGetLastError());
-    } else {
-      launch(n, ReduceAdd<T>{o, pa, pb}, s);
-    }
+    launch_binary(n, static_cast<T*>(out), static_cast<const T*>(a), static_cast<const T*>(b),
+                  MakeReduceAdd<T>{}, s);
+  });
+}
+
+void reduce_add_scale(DType t, void* out, const void* a, const void* b, double alpha, size_t n,
+                      cudaStream_t s) {
+  if (n == 0) return;
+  dispatch_dtype(t, [&](auto tag) {
+    using T = decltype(tag);
+    launch_binary(n, static_cast<T*>(out), static_cast<const T*>(a), static_cast<const T*>(b),
+                  MakeReduceAddScale<T>{static_cast<acc_t<T>>(alpha)}, s);
   });
 }
 
@@ -85,10 +113,10 @@ void scale(DType t, void* x, double alpha, size_t n, cudaStream_t s) {
     using T = decltype(tag);
     auto* px = static_cast<T*>(x);
     if (aligned16(px)) {
-      scale_packed<T><<<packed_grid<T>(n), kThreads, 0, s>>>(n, px, static_cast<T>(alpha));
+      scale_packed<T><<<packed_grid<T>(n), kThreads, 0, s>>>(n, px, static_cast<acc_t<T>>(alpha));
       CUDA_CHECK(cudaGetLastError());
     } else {
-      launch(n, Scale<T>{px, static_cast<T>(alpha)}, s);
+      launch(n, Scale<T>{px, static_cast<acc_t<T>>(alpha)}, s);
     }
   });
 }
@@ -100,12 +128,33 @@ void axpy(DType t, void* y, double alpha, const void* x, size_t n, cudaStream_t 
     auto* py = static_cast<T*>(y);
     auto* px = static_cast<const T*>(x);
     if (aligned16(py) && aligned16(px)) {
-      axpy_packed<T><<<packed_grid<T>(n), kThreads, 0, s>>>(n, py, px, static_cast<T>(alpha));
+      axpy_packed<T><<<packed_grid<T>(n), kThreads, 0, s>>>(n, py, px, static_cast<acc_t<T>>(alpha));
       CUDA_CHECK(cudaGetLastError());
     } else {
-      launch(n, Axpy<T>{py, px, static_cast<T>(alpha)}, s);
+      launch(n, Axpy<T>{py, px, static_cast<acc_t<T>>(alpha)}, s);
     }
   });
+}
+
+// One element per thread: a conversion moves 6 bytes per element, and the
+// grid-stride loop's loads and stores are coalesced as they are.
+void convert(DType to, void* dst, DType from, const void* src, size_t n, cudaStream_t s) {
+  if (n == 0) return;
+  if (from == DType::F32 && dtype_is_16bit(to)) {
+    dispatch_dtype(to, [&](auto tag) {
+      using D = decltype(tag);
+      if constexpr (sizeof(D) == 2)
+        launch(n, Convert<D, float>{static_cast<D*>(dst), static_cast<const float*>(src)}, s);
+    });
+  } else if (to == DType::F32 && dtype_is_16bit(from)) {
+    dispatch_dtype(from, [&](auto tag) {
+      using S = decltype(tag);
+      if constexpr (sizeof(S) == 2)
+        launch(n, Convert<float, S>{static_cast<float*>(dst), static_cast<const S*>(src)}, s);
+    });
+  } else {
+    LPSGD_THROW("convert: " << dtype_name(from) << " to " << dtype_name(to) << " is not supported");
+  }
 }
 
 }  // namespace lpsgd::kernels::cuda

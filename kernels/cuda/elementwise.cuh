@@ -11,7 +11,14 @@
 namespace lpsgd::kernels::cuda {
 
 void reduce_add(DType t, void* out, const void* a, const void* b, size_t n, cudaStream_t s);
+/// out = (a + b) * alpha in one pass: float, double and int32 round as
+/// reduce_add then scale; a 16-bit result is rounded once (as on the CPU).
+void reduce_add_scale(DType t, void* out, const void* a, const void* b, double alpha, size_t n,
+                      cudaStream_t s);
 void scale(DType t, void* x, double alpha, size_t n, cudaStream_t s);
 void axpy(DType t, void* y, double alpha, const void* x, size_t n, cudaStream_t s);
+/// dst (type `to`) = src (type `from`): float to bf16 / fp16 and back, with the
+/// CPU's bits (core/half.hpp); anything else is an error.
+void convert(DType to, void* dst, DType from, const void* src, size_t n, cudaStream_t s);
 
 }  // namespace lpsgd::kernels::cuda

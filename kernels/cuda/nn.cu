@@ -184,4 +184,14 @@ void sgd_update(float* w, float* v, const float* g, size_t n, const SgdHyper& h,
   }
 }
 
+void sgd_update(float* w, float* v, DType g_type, const void* g, size_t n, const SgdHyper& h,
+                cudaStream_t s) {
+  switch (g_type) {
+    case DType::F32: return sgd_update(w, v, static_cast<const float*>(g), n, h, s);
+    case DType::BF16: return launch(n, SgdUpdate{w, v, static_cast<const bfloat16*>(g), h}, s);
+    case DType::F16: return launch(n, SgdUpdate{w, v, static_cast<const float16*>(g), h}, s);
+    default: LPSGD_THROW("sgd_update: no update from " << dtype_name(g_type) << " gradients");
+  }
+}
+
 }  // namespace lpsgd::kernels::cuda

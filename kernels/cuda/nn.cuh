@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/dtype.hpp"
 #include "kernels/common/nn.hpp"
 
 namespace lpsgd::kernels::cuda {
@@ -34,5 +35,8 @@ void softmax_xent(float* grad, float* row_loss, int32_t* status, const float* lo
                   const int32_t* labels, size_t rows, size_t classes, float grad_scale,
                   cudaStream_t s);
 void sgd_update(float* w, float* v, const float* g, size_t n, const SgdHyper& h, cudaStream_t s);
+/// The same update from a gradient of type g_type (float, bf16 or fp16).
+void sgd_update(float* w, float* v, DType g_type, const void* g, size_t n, const SgdHyper& h,
+                cudaStream_t s);
 
 }  // namespace lpsgd::kernels::cuda

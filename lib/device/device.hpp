@@ -68,10 +68,13 @@ class Device {
   virtual void copy_from_host(void* dst, const void* host_src, size_t bytes) = 0;
   virtual void zero(void* p, size_t bytes) = 0;
 
-  /// out[i] = a[i] + b[i] for n elements; out may be a or b.
+  /// out[i] = a[i] + b[i] for n elements; out may be a or b. 16-bit types
+  /// (bf16, fp16) add in float and round once.
   virtual void reduce_add(DType t, void* out, const void* a, const void* b, size_t n) = 0;
-  /// out[i] = (a[i] + b[i]) * alpha, rounded as reduce_add then scale (the
-  /// last step of an average); by default exactly those two.
+  /// out[i] = (a[i] + b[i]) * alpha (the last step of an average): float,
+  /// double and int32 rounded as reduce_add then scale; 16-bit types add and
+  /// multiply in float and round once (the CPU and CUDA devices override this;
+  /// the default, exactly those two calls, rounds a 16-bit sum twice).
   virtual void reduce_add_scale(DType t, void* out, const void* a, const void* b, double alpha,
                                 size_t n) {
     reduce_add(t, out, a, b, n);
@@ -173,6 +176,19 @@ class Device {
   /// One SGD step over n elements of weights w, velocity v and gradient g.
   virtual void sgd_update(float* w, float* v, const float* g, size_t n,
                           const kernels::SgdHyper& h) = 0;
+  /// The same step from a gradient g of type g_type (float, or the bf16 /
+  /// fp16 it travelled in: --wire), widened to float in the update's pass.
+  virtual void sgd_update_from(DType g_type, float* w, float* v, const void* g, size_t n,
+                               const kernels::SgdHyper& h) {
+    LPSGD_CHECK(g_type == DType::F32, "device " << name() << " updates from float gradients only");
+    sgd_update(w, v, static_cast<const float*>(g), n, h);
+  }
+  /// dst (type `to`) = src (type `from`) for n elements: float to bf16 / fp16
+  /// (round to nearest even) and back.
+  virtual void convert(DType to, void* dst, DType from, const void* src, size_t n) {
+    (void)to, (void)dst, (void)from, (void)src, (void)n;
+    LPSGD_THROW("device " << name() << " has no 16-bit conversions");
+  }
 
   // ---- layer plans (plans.hpp): made once per shape, at set-up ---------------
   // Defaults: the generic plans over the kernels above (fp32 whatever the

@@ -140,6 +140,7 @@ void write_file(const std::string& path, const Checkpoint& c) {
     f.write_attr("input_shift", m.input_shift);
   }
   if (!m.precision.empty()) f.write_attr_fixed("precision", m.precision);
+  if (!m.wire.empty()) f.write_attr_fixed("wire", m.wire);
   f.write_attr("checksum", c.checksum);
   for (const char* group : kGroups)
     write_group(f, group, group == kGroups[0] ? c.params : c.optimizer);
@@ -232,6 +233,11 @@ void read_meta(const h5::File& f, Checkpoint& c) {
         m.input_scale.size() != static_cast<size_t>(m.input_shape[0]) ||
         m.input_shift.size() != m.input_scale.size())
       throw Damaged{"attributes input_shape, input_type, input_scale and input_shift do not fit together"};
+  }
+  if (f.has_attr("wire")) {
+    m.wire = f.read_attr_fixed_string("wire");
+    if (m.wire != "fp32" && m.wire != "bf16" && m.wire != "fp16")
+      throw Damaged{"attribute wire holds '" + m.wire + "'"};
   }
 }
 

@@ -24,7 +24,9 @@
 //                shape of the data), input_type ("uint8" or "float32"),
 //                input_scale and input_shift (double[] per channel: what the
 //                loader applied), which `lpsgd export` needs; precision
-//                ("fp32" or "bf16": what the layers multiplied in, issue 33).
+//                ("fp32" or "bf16": what the layers multiplied in, issue 33);
+//                wire ("fp32", "bf16" or "fp16": what the gradients
+//                travelled as, issue 33).
 //   /params      attribute count (int64); one dataset per tensor, in order,
 //                named "00000_NAME" (index zero-padded to 5 digits, '/' in NAME
 //                replaced by '_'), float32, contiguous, shaped like the tensor
@@ -77,6 +79,9 @@ struct CkptMeta {
   /// --precision of the run ("fp32", "bf16"); "" when the checkpoint predates
   /// it (then fp32). Optional attribute.
   std::string precision;
+  /// What the gradients travelled as (--wire): "fp32", "bf16" or "fp16";
+  /// empty when the checkpoint predates --wire (its runs were fp32).
+  std::string wire;
 };
 
 struct Checkpoint {

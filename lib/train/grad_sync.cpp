@@ -20,6 +20,17 @@ const char* sync_mode_name(SyncMode m) {
   return m == SyncMode::Allreduce ? "allreduce" : "reduce-bcast";
 }
 
+DType parse_wire(const std::string& s) {
+  if (s == "fp32" || s == "float" || s == "f32") return DType::F32;
+  if (s == "bf16" || s == "bfloat16") return DType::BF16;
+  if (s == "fp16" || s == "f16" || s == "half") return DType::F16;
+  LPSGD_USAGE_ERROR("--wire must be fp32, bf16 or fp16, got '" << s << "'");
+}
+
+const char* wire_name(DType t) {
+  return t == DType::BF16 ? "bf16" : t == DType::F16 ? "fp16" : "fp32";
+}
+
 GradSync::GradSync(comm::Communicator& comm, comm::ProgressEngine* engine, nn::Model& model,
                    Sgd& opt, const GradSyncOptions& options)
     : comm_(comm), engine_(engine), model_(model), sgd_(opt), opt_(options) {
@@ -38,22 +49,37 @@ GradSync::GradSync(comm::Communicator& comm, comm::ProgressEngine* engine, nn::M
   }
   step_done_ = model.device().create_event();
   submitted_s_.reserve(2 * buckets_.size());
+  LPSGD_CHECK(opt_.wire == DType::F32 || dtype_is_16bit(opt_.wire),
+              "gradients travel as fp32, bf16 or fp16, not " << dtype_name(opt_.wire));
+  if (comm_.size() > 1 && opt_.wire != DType::F32) {
+    wire_ = opt_.wire;
+    // Collective (every rank makes its GradSync at the same point).
+    staging_ = static_cast<char*>(comm_.alloc_shared(model.param_count() * dtype_size(wire_)));
+  }
   // The baselines' scratch is allocated (and touched) here, not inside a step.
   size_t largest = 0;
-  for (const auto& b : buckets_) largest = std::max(largest, b.count * sizeof(float));
+  for (const auto& b : buckets_) largest = std::max(largest, b.count * dtype_size(wire_));
   if (comm_.size() > 1) comm_.reserve_scratch(largest);
+}
+
+void* GradSync::travelling(size_t b) const {
+  if (staging_) return staging_ + buckets_[b].offset * dtype_size(wire_);
+  return model_.grads().data() + buckets_[b].offset;
 }
 
 std::string GradSync::describe() const {
   std::ostringstream os;
   os << sync_mode_name(opt_.mode) << ", " << buckets_.size() << " bucket"
-     << (buckets_.size() == 1 ? "" : "s") << ", overlap " << (opt_.overlap ? "on" : "off");
+     << (buckets_.size() == 1 ? "" : "s") << ", overlap " << (opt_.overlap ? "on" : "off")
+     << ", wire " << wire_name(opt_.wire);
+  if (opt_.wire != DType::F32 && comm_.size() == 1) os << " (one rank: nothing travels)";
+  if (wire_ != DType::F32 && opt_.mode == SyncMode::ReduceBcast) os << " (parameters: fp32)";
   if (comm_.size() > 1 && !buckets_.empty()) {
     size_t largest = 0;
     for (const auto& b : buckets_) largest = std::max(largest, b.count);
     const comm::CollKind kind =
         opt_.mode == SyncMode::Allreduce ? comm::CollKind::Allreduce : comm::CollKind::Reduce;
-    comm::CollArgs a{kind, nullptr, nullptr, largest, DType::F32, comm::ReduceOp::Avg, 0};
+    comm::CollArgs a{kind, nullptr, nullptr, largest, wire_, comm::ReduceOp::Avg, 0};
     auto [algo, block] = comm_.resolve(opt_.algo, a, opt_.block_bytes);
     os << ", " << comm::algo_name(algo);
     if (comm::uses_blocks(algo)) os << " block " << cli::format_bytes(block);
@@ -67,8 +93,9 @@ void GradSync::begin_step() {
   std::fill(bucket_wait_s_.begin(), bucket_wait_s_.end(), 0.0);
 }
 
-std::unique_ptr<comm::Collective> GradSync::make(comm::CollKind kind, float* data, size_t count) {
-  comm::CollArgs a{kind, data, data, count, DType::F32, comm::ReduceOp::Avg, 0};
+std::unique_ptr<comm::Collective> GradSync::make(comm::CollKind kind, DType t, void* data,
+                                                 size_t count) {
+  comm::CollArgs a{kind, data, data, count, t, comm::ReduceOp::Avg, 0};
   if (kind == comm::CollKind::Bcast) a.op = comm::ReduceOp::Sum;
   return comm_.create(opt_.algo, a, opt_.block_bytes);
 }
@@ -98,11 +125,17 @@ void GradSync::launch(size_t b) {
   if (comm_.size() == 1) return;
   const comm::CollKind kind =
       opt_.mode == SyncMode::Allreduce ? comm::CollKind::Allreduce : comm::CollKind::Reduce;
-  grad_coll_[b] = make(kind, model_.grads().data() + buckets_[b].offset, buckets_[b].count);
+  const size_t n = buckets_[b].count;
+  // The first pass over a 16-bit bucket: float gradients to the wire type, on
+  // the compute queue (the collective starts after it, as after backward).
+  if (staging_)
+    model_.device().convert(wire_, travelling(b), DType::F32,
+                            model_.grads().data() + buckets_[b].offset, n);
+  grad_coll_[b] = make(kind, wire_, travelling(b), n);
   if (trace::enabled())
     trace::instant(trace::Lane::Step, "bucket", "bucket " + std::to_string(b) + " ready", now_s(),
                    "\"bucket\":" + std::to_string(b) + ",\"bytes\":" +
-                       std::to_string(buckets_[b].count * sizeof(float)));
+                       std::to_string(n * dtype_size(wire_)));
   submit(grad_coll_[b].get(), *ready_[b]);
 }
 
@@ -136,7 +169,9 @@ void GradSync::wait(size_t b, comm::Collective* c, SyncTimes& t) {
 
 void GradSync::update(size_t b, float lr) {
   const trace::Span span(trace::Lane::Step, "update", "update bucket " + std::to_string(b));
-  sgd_.step(model_.params(), model_.grads(), lr, buckets_[b].offset, buckets_[b].count);
+  // The last pass: the update reads the averaged gradient in the type it
+  // travelled in.
+  sgd_.step(model_.params(), wire_, travelling(b), lr, buckets_[b].offset, buckets_[b].count);
 }
 
 SyncTimes GradSync::apply(float lr) {
@@ -165,7 +200,8 @@ SyncTimes GradSync::apply(float lr) {
         update(b, lr);
       }
       // The broadcast reads the parameters the root has just updated.
-      param_coll_[b] = make(comm::CollKind::Bcast, params + buckets_[b].offset, buckets_[b].count);
+      param_coll_[b] = make(comm::CollKind::Bcast, DType::F32, params + buckets_[b].offset,
+                            buckets_[b].count);
       submit(param_coll_[b].get(), *updated_[b]);
     }
     for (size_t b = 0; b < nb; ++b) {

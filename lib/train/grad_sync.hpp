@@ -16,6 +16,17 @@
 //                 bucket while it works on the next. Only rank 0 holds optimizer
 //                 state.
 //
+// --wire bf16 / fp16: gradients travel as 16-bit values. Each bucket has its
+// own part of a 16-bit staging arena (allocated once, shared with peer links
+// like the float arenas); when the bucket is ready one pass converts its float
+// gradients into it (rounding to nearest even), the collective averages it in
+// place (every addition in float, rounded once to 16 bits), and the update
+// reads the 16-bit average directly (SgdUpdate widens it in its own pass), so
+// the way back costs no pass of its own. Weights, velocity and the optimizer
+// stay float; in reduce-bcast the reduce travels in the wire type and the
+// parameter broadcast in float. With one rank nothing travels and nothing is
+// converted.
+//
 // On a GPU the collectives run on the communicator's device (the compute
 // device's communication stream) and events order the two streams: a bucket's
 // collective starts once an event recorded when backward has queued its
@@ -52,7 +63,13 @@ struct GradSyncOptions {
   size_t block_bytes = 0;          ///< LP block; 0: the cost model's choice
   size_t bucket_bytes = 1u << 20;  ///< largest bucket (a bigger tensor gets its own)
   bool overlap = true;             ///< start buckets during backward (else after it)
+  DType wire = DType::F32;         ///< what gradients travel as: float, bf16 or fp16
 };
+
+/// "fp32" (also "float"), "bf16" or "fp16": --wire; a usage error otherwise.
+DType parse_wire(const std::string& s);
+/// "fp32", "bf16" or "fp16".
+const char* wire_name(DType t);
 
 /// Time of one or more steps, in seconds.
 struct SyncTimes {
@@ -94,7 +111,10 @@ class GradSync {
 
  private:
   void launch(size_t bucket);
-  std::unique_ptr<comm::Collective> make(comm::CollKind kind, float* data, size_t count);
+  std::unique_ptr<comm::Collective> make(comm::CollKind kind, DType t, void* data, size_t count);
+  /// Where bucket b's gradients travel from: its float gradients, or its part
+  /// of the 16-bit staging arena.
+  void* travelling(size_t b) const;
   /// Starts c (on the engine, if any) once the compute queue's work so far,
   /// marked by e, is done.
   void submit(comm::Collective* c, DeviceEvent& e);
@@ -111,6 +131,8 @@ class GradSync {
   Sgd& sgd_;
   GradSyncOptions opt_;
   std::vector<nn::GradBucket> buckets_;
+  DType wire_ = DType::F32;  // F32 also where nothing travels (one rank)
+  char* staging_ = nullptr;  // 16-bit gradients, laid out as the float arena
   std::vector<double> bucket_wait_s_;
   size_t launched_ = 0;  // buckets whose gradient collective has started this step
   std::vector<std::unique_ptr<comm::Collective>> grad_coll_, param_coll_;

@@ -24,16 +24,23 @@ void Sgd::step(const nn::Tensor& params, const nn::Tensor& grads, float lr) {
 
 void Sgd::step(const nn::Tensor& params, const nn::Tensor& grads, float lr, size_t offset,
                size_t n) {
-  LPSGD_CHECK(static_cast<size_t>(params.numel()) == count_ &&
-                  static_cast<size_t>(grads.numel()) == count_,
-              "Sgd::step on " << params.numel() << " parameters and " << grads.numel()
-                              << " gradients, optimizer made for " << count_);
+  LPSGD_CHECK(static_cast<size_t>(grads.numel()) == count_,
+              "Sgd::step on " << grads.numel() << " gradients, optimizer made for " << count_);
+  step(params, DType::F32, grads.data() + offset, lr, offset, n);
+}
+
+void Sgd::step(const nn::Tensor& params, DType g_type, const void* g, float lr, size_t offset,
+               size_t n) {
+  LPSGD_CHECK(static_cast<size_t>(params.numel()) == count_,
+              "Sgd::step on " << params.numel() << " parameters, optimizer made for " << count_);
   LPSGD_CHECK(offset <= count_ && n <= count_ - offset,
               "Sgd::step on [" << offset << ", " << offset + n << ") of " << count_ << " parameters");
   LPSGD_CHECK(std::isfinite(lr) && lr >= 0.0f, "learning rate must be finite and >= 0, got " << lr);
   const kernels::SgdHyper h{lr, config_.momentum, config_.weight_decay, config_.nesterov};
-  dev_.sgd_update(params.data() + offset, velocity_.as<float>() + offset, grads.data() + offset, n,
-                  h);
+  float* w = params.data() + offset;
+  float* v = velocity_.as<float>() + offset;
+  if (g_type == DType::F32) dev_.sgd_update(w, v, static_cast<const float*>(g), n, h);
+  else dev_.sgd_update_from(g_type, w, v, g, n, h);
 }
 
 nn::Tensor Sgd::state() const {

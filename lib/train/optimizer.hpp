@@ -9,6 +9,7 @@
 
 #include <cstddef>
 
+#include "core/dtype.hpp"
 #include "nn/model.hpp"
 
 namespace lpsgd::train {
@@ -32,6 +33,11 @@ class Sgd {
   /// arenas (one gradient bucket), so a trainer can update each bucket as soon
   /// as its gradients have arrived.
   void step(const nn::Tensor& params, const nn::Tensor& grads, float lr, size_t offset, size_t n);
+  /// The same bucket update from the bucket's own gradient g: n elements of
+  /// g_type (float, or the bf16 / fp16 it travelled in), g[0] that of
+  /// parameter `offset`; widened to float in the update's pass.
+  void step(const nn::Tensor& params, DType g_type, const void* g, float lr, size_t offset,
+            size_t n);
   /// Same for a model's arenas.
   void step(nn::Model& model, float lr) { step(model.params(), model.grads(), lr); }
 

@@ -315,6 +315,7 @@ io::Checkpoint Run::snapshot() {
   record_data(data_, m);
   m.config = cfg_.config_text;
   m.version = build::version;
+  m.wire = wire_name(cfg_.sync.wire);
   dev_.copy_to_host(host_params_.data(), model_->params().data(), host_params_.size() * 4);
   dev_.copy_to_host(host_state_.data(), sgd_->state().data(), host_state_.size() * 4);
   for (const nn::ParamSlot& s : model_->slots()) {
@@ -490,6 +491,10 @@ bool Run::resume() {
     if (static_cast<int>(pos[5]) != world_ || c.meta.batch != cfg_.batch)
       LPSGD_INFO("the run continues with " << world_ << " ranks x batch " << cfg_.batch
                                            << ": same sample order, different batch boundaries");
+    const std::string wire_was = c.meta.wire.empty() ? "fp32" : c.meta.wire;
+    if (wire_was != wire_name(cfg_.sync.wire))
+      LPSGD_INFO("the checkpoint's gradients travelled as " << wire_was << ", this run's travel as "
+                                                            << wire_name(cfg_.sync.wire));
   }
   return true;
 }

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "gpu_test.hpp"
@@ -208,5 +209,61 @@ TEST_F(CudaKernelsTest, SgdUpdateMatchesCpuBitwise) {
                                  " momentum=" + std::to_string(h.momentum);
         ASSERT_EQ(download<float>(dw.data(), n + offset), w) << what;
         ASSERT_EQ(download<float>(dv.data(), n + offset), v) << what;
+      }
+}
+
+// bf16 and fp16 (--wire): the conversions, the reductions (one rounding each:
+// reduce_add, the fused average step, scale, axpy) and the update from a
+// 16-bit gradient, packed (aligned) and element by element (offset 1), must
+// give the CPU's bits (core/half.hpp's bit code on both; no FMA on either).
+TEST_F(CudaKernelsTest, SixteenBitKernelsMatchCpuBitwise) {
+  for (DType t : {DType::BF16, DType::F16})
+    for (size_t n : {size_t(1), size_t(7), size_t(4099), size_t(100003)})
+      for (size_t offset : {size_t(0), size_t(1)}) {
+        const size_t m = n + offset;
+        const std::string what = std::string(dtype_name(t)) + " n=" + std::to_string(n) +
+                                 " offset=" + std::to_string(offset);
+        const std::vector<float> fa = randn(m, 71), fb = randn(m, 72);
+        std::vector<uint16_t> a(m), b(m), out(m);
+        cpu->convert(t, a.data(), DType::F32, fa.data(), m);
+        cpu->convert(t, b.data(), DType::F32, fb.data(), m);
+        DeviceBuffer dfa = upload(fa), da = upload(a), db = upload(b), dout = upload(out);
+        const auto at = [&](DeviceBuffer& d) { return d.as<uint16_t>() + offset; };
+        // Elements [offset, m) of a host vector, or of a device buffer of m.
+        const auto tail = [&](const auto& v) {
+          return std::vector<typename std::decay_t<decltype(v)>::value_type>(v.begin() + offset, v.end());
+        };
+        const auto got16 = [&](DeviceBuffer& d) { return tail(download<uint16_t>(d.data(), m)); };
+        const auto got32 = [&](DeviceBuffer& d) { return tail(download<float>(d.data(), m)); };
+        gpu->convert(t, at(dout), DType::F32, dfa.as<float>() + offset, n);
+        ASSERT_EQ(got16(dout), tail(a)) << "to 16 bits, " << what;
+        std::vector<float> back(m, 0.0f);
+        DeviceBuffer dback = upload(back);
+        gpu->convert(DType::F32, dback.as<float>() + offset, t, at(da), n);
+        cpu->convert(DType::F32, back.data() + offset, t, a.data() + offset, n);
+        ASSERT_EQ(got32(dback), tail(back)) << "from 16 bits, " << what;
+
+        gpu->reduce_add(t, at(dout), at(da), at(db), n);
+        cpu->reduce_add(t, out.data() + offset, a.data() + offset, b.data() + offset, n);
+        ASSERT_EQ(got16(dout), tail(out)) << "reduce_add, " << what;
+        gpu->reduce_add_scale(t, at(dout), at(da), at(db), 1.0 / 3, n);
+        cpu->reduce_add_scale(t, out.data() + offset, a.data() + offset, b.data() + offset, 1.0 / 3, n);
+        ASSERT_EQ(got16(dout), tail(out)) << "reduce_add_scale, " << what;
+        gpu->scale(t, at(dout), 0.1, n);
+        cpu->scale(t, out.data() + offset, 0.1, n);
+        ASSERT_EQ(got16(dout), tail(out)) << "scale, " << what;
+        gpu->axpy(t, at(dout), -0.3, at(da), n);
+        cpu->axpy(t, out.data() + offset, -0.3, a.data() + offset, n);
+        ASSERT_EQ(got16(dout), tail(out)) << "axpy, " << what;
+
+        const kernels::SgdHyper h{0.05f, 0.9f, 1e-4f, true};
+        std::vector<float> w = randn(m, 73), v = randn(m, 74);
+        DeviceBuffer dw = upload(w), dv = upload(v);
+        for (int step = 0; step < 3; ++step) {
+          gpu->sgd_update_from(t, dw.as<float>() + offset, dv.as<float>() + offset, at(da), n, h);
+          cpu->sgd_update_from(t, w.data() + offset, v.data() + offset, a.data() + offset, n, h);
+        }
+        ASSERT_EQ(got32(dw), tail(w)) << "sgd update, " << what;
+        ASSERT_EQ(got32(dv), tail(v)) << "sgd update, " << what;
       }
 }

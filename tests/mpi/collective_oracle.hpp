@@ -1,7 +1,9 @@
 // The collective oracle: runs one lpsgd collective and checks it against the
 // MPI library's own collective on inputs whose sums are exact. Results must
 // match bitwise, inputs must be unchanged, nothing may be written past the end
-// or, for reduce, into a non-root's out. Shared by the oracle matrix
+// or, for reduce, into a non-root's out. bf16 and fp16 sums round: their
+// results must lie within a derived bound of the exact sum of the same 16-bit
+// inputs, with identical bits on every rank and in a repeat. Shared by the oracle matrix
 // (test_collectives.cpp) and the random soak (tests/soak).
 #pragma once
 

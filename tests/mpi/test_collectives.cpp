@@ -2,7 +2,9 @@
 // root × count (0, 1, b−1, b, b+1 and a large odd one) × in-place/out-of-place,
 // against the MPI library's own collective on inputs whose sums are exact
 // (collective_oracle.hpp). Results must match bitwise, inputs must be
-// unchanged, and every rank must hold the same bits. Chains: LPSGD_TEST_LINKS (auto|mpi) and
+// unchanged, and every rank must hold the same bits. bf16 and fp16 results
+// must lie within the derived bound of the exact sum, with the same bits on
+// every rank and in a repeat. Chains: LPSGD_TEST_LINKS (auto|mpi) and
 // LPSGD_RANKS_PER_NODE (pretend nodes, so peer and MPI links mix).
 // LPSGD_TEST_STAGE_MPI=1 sends MPI traffic through pinned host staging (the
 // GPU path without CUDA-aware MPI). LPSGD_TEST_DEVICE=cuda puts every buffer
@@ -162,7 +164,7 @@ void run(const Case& c) {
 
 const Algo kAlgos[] = {Algo::Lp, Algo::Tree, Algo::Mst, Algo::Be, Algo::Ring, Algo::Mpi, Algo::Auto};
 const CollKind kKinds[] = {CollKind::Bcast, CollKind::Reduce, CollKind::Allreduce};
-const DType kTypes[] = {DType::F32, DType::F64, DType::I32};
+const DType kTypes[] = {DType::F32, DType::F64, DType::I32, DType::BF16, DType::F16};
 
 }  // namespace
 
@@ -211,6 +213,30 @@ TEST(Collectives, LargeOddCountSampled) {
   run({CollKind::Allreduce, Algo::Lp, DType::I32, ReduceOp::Sum, 0, n, true, 4 * 1021});
   run({CollKind::Allreduce, Algo::Lp, DType::F64, ReduceOp::Avg, 0, n, false, 8 * 3001});
   run({CollKind::Allreduce, Algo::Lp, DType::F64, ReduceOp::Avg, 0, n, true, 8 * 3001, kShareBoth});
+}
+
+// bf16 and fp16 at counts where rounding shows, against the bound of
+// collective_oracle.cpp (every algorithm, kind and op; several LP blocks in
+// flight; shared buffers for the block algorithms).
+TEST(Collectives, SixteenBitWithinBound) {
+  SKIP_WITHOUT_DEVICE();
+  const int P = test_comm().size();
+  for (DType t : {DType::BF16, DType::F16})
+    for (CollKind k : kKinds)
+      for (Algo algo : kAlgos) {
+        if (!supports(algo, k)) continue;
+        for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg}) {
+          if (op == ReduceOp::Avg && k == CollKind::Bcast) continue;
+          const int root = k == CollKind::Allreduce ? 0 : P - 1;
+          const size_t n = 30011;
+          run({k, algo, t, op, root, n, op == ReduceOp::Avg, uses_blocks(algo) ? size_t(2 * 4001) : 0});
+          if (HasFatalFailure()) return;
+          if (uses_blocks(algo)) {
+            run({k, algo, t, op, root, n, false, size_t(2 * 4001), kShareBoth});
+            if (HasFatalFailure()) return;
+          }
+        }
+      }
 }
 
 // LP on two ranks of a node does half each and writes the outputs directly

@@ -179,7 +179,7 @@ TEST(DType, NamesAndSizes) {
   EXPECT_EQ(parse_dtype("float"), DType::F32);
   EXPECT_EQ(parse_dtype("double"), DType::F64);
   EXPECT_EQ(parse_dtype("int32"), DType::I32);
-  EXPECT_THROW(parse_dtype("half"), Error);
+  EXPECT_THROW(parse_dtype("fp8"), Error);
   EXPECT_EQ(dtype_size(DType::F64), 8u);
 }
 

@@ -152,6 +152,115 @@ TEST(CpuDevice, ReduceAddTwiceMatchesReduceAdd) {
   EXPECT_EQ(std::vector<int32_t>(o1.as<int32_t>(), o1.as<int32_t>() + 3), (std::vector<int32_t>{3, 0, 42}));
 }
 
+// bf16 and fp16: every operation converts to float, computes in float and
+// rounds once (the reference: the same float expression, then one
+// conversion, core/half.hpp's conversions being tested in test_half); inputs
+// with 8-24 significant bits so that most sums really round, aliased in place,
+// unaligned, and reduce_add_twice past the caches too.
+template <class H>
+void check_ops16(Device& dev) {
+  const DType t = dtype_of<H>::value;
+  const auto to16 = [](float f) { return H(f); };
+  const auto f = [](H h) { return static_cast<float>(h); };
+  const auto bits = [](const std::vector<H>& v) {
+    std::vector<uint16_t> b(v.size());
+    for (size_t i = 0; i < v.size(); ++i) b[i] = v[i].bits;
+    return b;
+  };
+  for (size_t n : kSizes) {
+    Rng r(7, n);
+    std::vector<H> a(n + 1), b(n + 1);
+    for (size_t i = 0; i <= n; ++i) {
+      a[i] = to16(static_cast<float>(r.uniform_double() * 200 - 100));
+      b[i] = to16(static_cast<float>(r.uniform_double() * 2 - 1));
+    }
+    const size_t bytes = (n + 1) * 2;
+    DeviceBuffer da(dev, bytes), db(dev, bytes), dout(dev, bytes), d1(dev, bytes);
+    const auto load = [&] {
+      dev.copy_from_host(da.data(), a.data(), bytes);
+      dev.copy_from_host(db.data(), b.data(), bytes);
+    };
+    const auto get = [&](const DeviceBuffer& d, size_t off) {
+      std::vector<H> v(n);
+      dev.copy_to_host(v.data(), d.as<H>() + off, n * 2);
+      return bits(v);
+    };
+    std::vector<H> ref(n);
+    // Offset 1: 2-byte aligned only.
+    for (size_t off : {size_t(0), size_t(1)}) {
+      load();
+      const H* x = da.as<H>() + off;
+      const H* y = db.as<H>() + off;
+      for (size_t i = 0; i < n; ++i) ref[i] = to16(f(a[i + off]) + f(b[i + off]));
+      dev.reduce_add(t, dout.as<H>() + off, x, y, n);
+      ASSERT_EQ(get(dout, off), bits(ref)) << "reduce_add n=" << n;
+      dev.reduce_add_uncached(t, dout.as<H>() + off, x, y, n);
+      ASSERT_EQ(get(dout, off), bits(ref)) << "reduce_add_uncached n=" << n;
+      for (double alpha : {1.0, 1.0 / 3}) {
+        for (bool uncached : {false, true}) {
+          dev.reduce_add_twice(t, dout.as<H>() + off, d1.as<H>() + off, x, y, alpha, n, uncached);
+          const float al = static_cast<float>(alpha);
+          for (size_t i = 0; i < n; ++i)
+            ref[i] = to16(alpha == 1.0 ? f(a[i + off]) + f(b[i + off])
+                                       : (f(a[i + off]) + f(b[i + off])) * al);
+          ASSERT_EQ(get(dout, off), bits(ref)) << "reduce_add_twice n=" << n;
+          ASSERT_EQ(get(d1, off), bits(ref)) << "reduce_add_twice n=" << n;
+        }
+      }
+      dev.reduce_add_scale(t, dout.as<H>() + off, x, y, 1.0 / 3, n);
+      ASSERT_EQ(get(dout, off), bits(ref)) << "reduce_add_scale rounds once, n=" << n;
+      dev.reduce_add_scale(t, da.as<H>() + off, x, y, 1.0 / 3, n);  // in place
+      ASSERT_EQ(get(da, off), bits(ref)) << "reduce_add_scale in place, n=" << n;
+      load();
+      dev.scale(t, da.as<H>() + off, 0.1, n);
+      for (size_t i = 0; i < n; ++i) ref[i] = to16(f(a[i + off]) * 0.1f);
+      ASSERT_EQ(get(da, off), bits(ref)) << "scale n=" << n;
+      load();
+      dev.axpy(t, da.as<H>() + off, -0.3, db.as<H>() + off, n);
+      for (size_t i = 0; i < n; ++i) ref[i] = to16(f(a[i + off]) + -0.3f * f(b[i + off]));
+      ASSERT_EQ(get(da, off), bits(ref)) << "axpy n=" << n;
+    }
+  }
+}
+
+TEST(CpuDevice, Elementwise16BitRoundsOnce) {
+  auto dev = make_device(DeviceKind::Cpu);
+  check_ops16<bfloat16>(*dev);
+  check_ops16<float16>(*dev);
+  // A sum between two bf16 values goes to the nearer: 1 + 0.75 ulp -> 1 + ulp.
+  const std::vector<bfloat16> x{bfloat16(1.0f)}, y{bfloat16(0x1.8p-8f)};
+  DeviceBuffer dx(*dev, 2), dy(*dev, 2);
+  dev->copy_from_host(dx.data(), x.data(), 2);
+  dev->copy_from_host(dy.data(), y.data(), 2);
+  dev->reduce_add(DType::BF16, dx.data(), dx.data(), dy.data(), 1);
+  EXPECT_EQ(dx.as<bfloat16>()[0].bits, bfloat16(1.0f + 0x1.0p-7f).bits);
+}
+
+// The update from a 16-bit gradient (--wire) is the float update from the
+// gradient widened first: the conversion fused into the update's pass changes
+// nothing else. With and without momentum, Nesterov, odd sizes.
+TEST(CpuDevice, SgdUpdateFrom16BitIsWidenedThenFloat) {
+  auto dev = make_device(DeviceKind::Cpu);
+  const kernels::SgdHyper hypers[] = {{0.1f, 0.0f, 0.0f, false}, {0.05f, 0.9f, 1e-4f, true}};
+  for (DType t : {DType::BF16, DType::F16})
+    for (size_t n : kSizes)
+      for (const auto& h : hypers) {
+        const auto g = random_vec<float>(n, 3);
+        std::vector<uint16_t> g16(n);
+        std::vector<float> wide(n);
+        dev->convert(t, g16.data(), DType::F32, g.data(), n);
+        dev->convert(DType::F32, wide.data(), t, g16.data(), n);
+        auto w0 = random_vec<float>(n, 4), v0 = random_vec<float>(n, 5);
+        auto w1 = w0, v1 = v0;
+        for (int step = 0; step < 2; ++step) {
+          dev->sgd_update_from(t, w0.data(), v0.data(), g16.data(), n, h);
+          dev->sgd_update(w1.data(), v1.data(), wide.data(), n, h);
+        }
+        ASSERT_EQ(w0, w1) << dtype_name(t) << " n=" << n;
+        ASSERT_EQ(v0, v1) << dtype_name(t) << " n=" << n;
+      }
+}
+
 TEST(CpuDevice, AllocIsZeroedAndAligned) {
   auto dev = make_device(DeviceKind::Cpu);
   DeviceBuffer b(*dev, 1001);

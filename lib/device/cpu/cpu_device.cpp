@@ -140,6 +140,15 @@ void CpuDevice::softmax_xent(float* grad, float* row_loss, int32_t* status, cons
   kernels::cpu::softmax_xent(grad, row_loss, status, logits, labels, rows, classes, grad_scale);
 }
 
+void CpuDevice::sgd_update_from(DType g_type, float* w, float* v, const void* g, size_t n,
+                                const kernels::SgdHyper& h) {
+  kernels::cpu::sgd_update(w, v, g_type, g, n, h);
+}
+
+void CpuDevice::convert(DType to, void* dst, DType from, const void* src, size_t n) {
+  kernels::cpu::convert(to, dst, from, src, n);
+}
+
 void CpuDevice::sgd_update(float* w, float* v, const float* g, size_t n,
                            const kernels::SgdHyper& h) {
   kernels::cpu::sgd_update(w, v, g, n, h);

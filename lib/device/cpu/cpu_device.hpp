@@ -58,6 +58,9 @@ class CpuDevice : public Device {
                     float grad_scale) override;
   void sgd_update(float* w, float* v, const float* g, size_t n,
                   const kernels::SgdHyper& h) override;
+  void sgd_update_from(DType g_type, float* w, float* v, const void* g, size_t n,
+                       const kernels::SgdHyper& h) override;
+  void convert(DType to, void* dst, DType from, const void* src, size_t n) override;
 
   // oneDNN where it has a fast kernel for the shape, else the generic plans.
   // Max pooling stays the hand-written loop: oneDNN 2.6's pooling took 3-5x

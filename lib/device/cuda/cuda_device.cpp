@@ -239,6 +239,11 @@ class CudaDevice final : public Device {
     bind();
     kernels::cuda::reduce_add(t, out, a, b, n, stream_);
   }
+  void reduce_add_scale(DType t, void* out, const void* a, const void* b, double alpha,
+                        size_t n) override {
+    bind();
+    kernels::cuda::reduce_add_scale(t, out, a, b, alpha, n, stream_);
+  }
   void scale(DType t, void* x, double alpha, size_t n) override {
     bind();
     kernels::cuda::scale(t, x, alpha, n, stream_);
@@ -327,6 +332,15 @@ class CudaDevice final : public Device {
     bind();
     kernels::cuda::softmax_xent(grad, row_loss, status, logits, labels, rows, classes,
                                 grad_scale, stream_);
+  }
+  void sgd_update_from(DType g_type, float* w, float* v, const void* g, size_t n,
+                       const kernels::SgdHyper& h) override {
+    bind();
+    kernels::cuda::sgd_update(w, v, g_type, g, n, h, stream_);
+  }
+  void convert(DType to, void* dst, DType from, const void* src, size_t n) override {
+    bind();
+    kernels::cuda::convert(to, dst, from, src, n, stream_);
   }
   void sgd_update(float* w, float* v, const float* g, size_t n,
                   const kernels::SgdHyper& h) override {
