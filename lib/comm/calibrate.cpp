@@ -102,14 +102,16 @@ double stream_period(Communicator& c, const std::vector<Hop>& hops, size_t bytes
       spent += s;
     } else {
       const double fit = budget_s / 2 / std::max(1e-12, s / static_cast<double>(k));
-      k = static_cast<uint64_t>(std::clamp(fit, 8.0, static_cast<double>(blocks)));
+      const double lo = static_cast<double>(k), hi = static_cast<double>(blocks);
+      k = static_cast<uint64_t>(std::clamp(fit, lo, hi));
     }
   }
   std::nth_element(t.begin(), t.begin() + static_cast<long>(t.size() / 2), t.end());
   return t[t.size() / 2];
 }
 
-double stream_period(Communicator& c, int a, size_t bytes, int blocks, int reps, DeviceBuffer& stream) {
+double stream_period(Communicator& c, int a, size_t bytes, int blocks, int reps,
+                     DeviceBuffer& stream) {
   return stream_period(c, {{a, a + 1}}, bytes, blocks, reps, stream);
 }
 
@@ -153,7 +155,8 @@ double half_round_trip(Communicator& c, int a, size_t bytes, int reps, DeviceBuf
     // the second, so both make the same number.
     double warm = 0;
     for (uint64_t j = 0; j < 5; ++j) warm += round_trip(j);
-    int timed = std::clamp(static_cast<int>(kStreamBudget / std::max(1e-9, warm / 5)), 5, std::max(5, reps));
+    const int fit = static_cast<int>(kStreamBudget / std::max(1e-9, warm / 5));
+    int timed = std::clamp(fit, 5, std::max(5, reps));
     if (pos == 0) MPI_CHECK(MPI_Send(&timed, 1, MPI_INT, a + 1, kTagCount, c.ctrl_comm()));
     else MPI_CHECK(MPI_Recv(&timed, 1, MPI_INT, a, kTagCount, c.ctrl_comm(), MPI_STATUS_IGNORE));
     const uint64_t k = 5 + static_cast<uint64_t>(timed);
@@ -208,7 +211,7 @@ bool neighbour_links(Communicator& c, int a, int b, int reps, DeviceBuffer& stre
   const int blocks = 16;
   std::vector<double> ratio;
   for (int i = 0; i < 3; ++i) {
-    const double one = stream_period(c, {{b, b + 1}}, bytes, blocks, reps, stream);
+    const double one = stream_period(c, b, bytes, blocks, reps, stream);
     const double both = stream_period(c, {{a + 1, a}, {b, b + 1}}, bytes, blocks, reps, stream);
     ratio.push_back(both / one);
     LPSGD_DEBUG("calibration: a node's two MPI links, one stream " << one * 1e3

@@ -169,23 +169,23 @@ bool CpuDevice::bf16_compute(std::string* how) const {
 // A bf16 plan oneDNN cannot make fast for a shape (it would run a reference
 // kernel) becomes the fp32 plan: slower to emulate than to compute in fp32.
 // impl() names what runs either way.
+namespace {
+template <class Spec>
+Spec in_fp32(Spec s) {
+  s.precision = Precision::fp32;
+  return s;
+}
+}  // namespace
+
 std::unique_ptr<AffinePlan> CpuDevice::plan_conv2d(const Conv2dSpec& s) {
   if (auto p = onednn::conv2d(*this, s)) return p;
-  if (s.precision != Precision::fp32) {
-    Conv2dSpec f = s;
-    f.precision = Precision::fp32;
-    return plan_conv2d(f);
-  }
+  if (s.precision != Precision::fp32) return plan_conv2d(in_fp32(s));
   return generic_conv2d(*this, s);
 }
 
 std::unique_ptr<AffinePlan> CpuDevice::plan_linear(const LinearSpec& s) {
   if (auto p = onednn::linear(*this, s)) return p;
-  if (s.precision != Precision::fp32) {
-    LinearSpec f = s;
-    f.precision = Precision::fp32;
-    return plan_linear(f);
-  }
+  if (s.precision != Precision::fp32) return plan_linear(in_fp32(s));
   return generic_linear(*this, s);
 }
 
