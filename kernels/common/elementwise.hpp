@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstddef>
+#include <type_traits>
 
 #include "core/half.hpp"
 #include "core/hd.hpp"
@@ -76,6 +77,38 @@ struct Convert {
   D* dst;
   const S* src;
   LPSGD_HD void operator()(size_t i) const { dst[i] = static_cast<D>(static_cast<float>(src[i])); }
+};
+
+/// An operand of a 16-bit reduction as type T holds it: a T as it is, a float
+/// rounded to T first. A collective that reads a float input this way gives
+/// the bits of converting that input to T and then reducing it.
+template <class T, class S>
+LPSGD_HD acc_t<T> as_wire(const S& x) {
+  if constexpr (std::is_same<T, bfloat16>::value && std::is_same<S, float>::value)
+    return bf16_round(x);  // the same bits, without packing to 16 bits and back
+  else
+    return static_cast<acc_t<T>>(static_cast<T>(x));
+}
+
+/// out0[i] = out1[i] = (a[i] + b[i]) * alpha, rounded to T once, with each
+/// operand read by as_wire (SA and SB: T or float): the first reduction of a
+/// 16-bit collective whose input is float, fused with the conversion. out1
+/// may equal out0 (one output); alpha == 1 leaves the sum unscaled, which
+/// multiplying by 1 would too, bit for bit.
+template <class T, class SA, class SB>
+struct ReduceAddFrom {
+  using A = acc_t<T>;
+  T* out0;
+  T* out1;
+  const SA* a;
+  const SB* b;
+  A alpha;
+  LPSGD_HD void operator()(size_t i) const {
+    const A sum = static_cast<A>(as_wire<T>(a[i]) + as_wire<T>(b[i]));
+    const A v = static_cast<A>(sum * alpha);
+    out0[i] = static_cast<T>(v);
+    out1[i] = static_cast<T>(v);
+  }
 };
 
 /// x[i] = value.

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <cstdlib>
+#include <type_traits>
 #if defined(__x86_64__)
-#include <emmintrin.h>
+#include <immintrin.h>
 #endif
 
 #include "kernels/common/elementwise.hpp"
@@ -19,7 +21,7 @@ namespace lpsgd::kernels::cpu {
 // bits at every width (no contraction: -std=c++17 keeps -ffp-contract=off).
 namespace {
 
-enum class Op16 { Add, AddScale, Twice, Scale, Axpy, To16, From16 };
+enum class Op16 { Add, AddScale, Twice, Scale, Axpy, To16, From16, AddFrom };
 struct Args16 {
   Op16 op;
   void* out;
@@ -28,10 +30,34 @@ struct Args16 {
   const void* b;  // Axpy's x
   double alpha;
   size_t n;
+  bool a_f32 = false, b_f32 = false;  // AddFrom: operands given as float
 };
 
 template <class T>
 inline void sum_twice(T* o0, T* o1, const T* x, const T* y, double alpha, size_t n);
+
+// ReduceAddFrom's arithmetic; one output or two (stored from the float value,
+// as sum_twice: storing a 16-bit struct twice keeps the loop scalar).
+template <class H, class SA, class SB>
+__attribute__((always_inline)) inline void add_from(const Args16& g) {
+  auto* o0 = static_cast<H*>(g.out);
+  auto* o1 = static_cast<H*>(g.out1);
+  const auto* a = static_cast<const SA*>(g.a);
+  const auto* b = static_cast<const SB*>(g.b);
+  const float al = static_cast<float>(g.alpha);
+  if (!o1 || o1 == o0) {
+    launch(g.n, [=](size_t i) {
+      o0[i] = static_cast<H>(static_cast<float>((as_wire<H>(a[i]) + as_wire<H>(b[i])) * al));
+    });
+    return;
+  }
+#pragma GCC ivdep
+  for (size_t i = 0; i < g.n; ++i) {
+    const float v = static_cast<float>((as_wire<H>(a[i]) + as_wire<H>(b[i])) * al);
+    o0[i] = static_cast<H>(v);
+    o1[i] = static_cast<H>(v);
+  }
+}
 
 template <class H>
 __attribute__((always_inline)) inline void run16(const Args16& g) {
@@ -47,6 +73,11 @@ __attribute__((always_inline)) inline void run16(const Args16& g) {
     case Op16::Axpy: return launch(g.n, Axpy<H>{out, b, al});
     case Op16::To16: return launch(g.n, Convert<H, float>{out, static_cast<const float*>(g.a)});
     case Op16::From16: return launch(g.n, Convert<float, H>{static_cast<float*>(g.out), a});
+    case Op16::AddFrom:
+      if (g.a_f32 && g.b_f32) return add_from<H, float, float>(g);
+      if (g.a_f32) return add_from<H, float, H>(g);
+      if (g.b_f32) return add_from<H, H, float>(g);
+      return add_from<H, H, H>(g);
   }
 }
 
@@ -62,6 +93,91 @@ void run16(DType t, const Args16& g) {
   if (t == DType::BF16) run_bf16(g);
   else run_f16(g);
 }
+
+// ---- bf16 through AVX512_BF16's conversion ------------------------------------
+// Rounding float to bf16 in software is some ten integer operations a lane;
+// VCVTNEPS2BF16 is one, with the same round-to-nearest-even and the same
+// quiet NaN, but it flushes subnormal inputs to zero. So each vector of 16
+// with a subnormal anywhere (a float input, or the sum before its rounding)
+// takes the software path instead: the bits are the software's everywhere.
+#if defined(__x86_64__) && defined(__GNUC__)
+#define LPSGD_HAVE_BF16_HW 1
+// GCC 12's AVX-512 headers trip -Wmaybe-uninitialized on their own
+// _mm512_undefined placeholders.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#define LPSGD_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+
+// Lanes of x that are subnormal: exponent 0, mantissa not. (Integer tests:
+// VFPCLASSPS calls a subnormal zero where MXCSR's denormals-are-zero is set,
+// as CpuDevice sets it, while the instruction below still flushes it.)
+LPSGD_BF16_TARGET inline __mmask16 subnormal_lanes(__m512 x) {
+  const __m512i u = _mm512_castps_si512(x);
+  return _mm512_mask_test_epi32_mask(_mm512_testn_epi32_mask(u, _mm512_set1_epi32(0x7f800000)), u,
+                                     _mm512_set1_epi32(0x007fffff));
+}
+LPSGD_BF16_TARGET inline __m512 widen_bf16(__m256i h) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+LPSGD_BF16_TARGET inline __m256i narrow_bf16(__m512 x) {
+  return (__m256i)_mm512_cvtneps_pbh(x);
+}
+
+// One operand: a float vector rounded to bf16 (and back to float), or a bf16
+// vector widened. Adds the subnormal lanes of a float input to *sub.
+template <bool F>
+LPSGD_BF16_TARGET inline __m512 load_as_bf16(const void* p, size_t i, __mmask16* sub) {
+  if constexpr (F) {
+    const __m512 x = _mm512_loadu_ps(static_cast<const float*>(p) + i);
+    *sub |= subnormal_lanes(x);
+    return widen_bf16(narrow_bf16(x));
+  } else {
+    return widen_bf16(_mm256_loadu_si256(
+        reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(p) + i)));
+  }
+}
+
+template <class SA, class SB>
+LPSGD_BF16_TARGET void add_from_bf16_hw(const Args16& g) {
+  auto* o0 = static_cast<bfloat16*>(g.out);
+  auto* o1 = g.out1 && g.out1 != g.out ? static_cast<bfloat16*>(g.out1) : nullptr;
+  const auto* a = static_cast<const SA*>(g.a);
+  const auto* b = static_cast<const SB*>(g.b);
+  const float al = static_cast<float>(g.alpha);
+  const __m512 alv = _mm512_set1_ps(al);
+  const auto soft = [&](size_t from, size_t to) {
+    for (size_t i = from; i < to; ++i) {
+      const float v = static_cast<float>((as_wire<bfloat16>(a[i]) + as_wire<bfloat16>(b[i])) * al);
+      o0[i] = static_cast<bfloat16>(v);
+      if (o1) o1[i] = static_cast<bfloat16>(v);
+    }
+  };
+  size_t i = 0;
+  for (; i + 16 <= g.n; i += 16) {
+    __mmask16 sub = 0;
+    const __m512 x = load_as_bf16<std::is_same<SA, float>::value>(a, i, &sub);
+    const __m512 y = load_as_bf16<std::is_same<SB, float>::value>(b, i, &sub);
+    const __m512 v = _mm512_mul_ps(_mm512_add_ps(x, y), alv);
+    sub |= subnormal_lanes(v);
+    if (sub) {
+      soft(i, i + 16);
+      continue;
+    }
+    const __m256i h = narrow_bf16(v);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o0 + i), h);
+    if (o1) _mm256_storeu_si256(reinterpret_cast<__m256i*>(o1 + i), h);
+  }
+  soft(i, g.n);
+}
+
+bool cpu_has_bf16_conversion() {
+  static const bool has = __builtin_cpu_supports("avx512bf16") &&
+                          __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl") && !std::getenv("LPSGD_NO_BF16_CVT");
+  return has;
+}
+#pragma GCC diagnostic pop
+#endif
 
 }  // namespace
 
@@ -197,6 +313,28 @@ void axpy(DType t, void* y, double alpha, const void* x, size_t n) {
     using T = decltype(tag);
     launch(n, Axpy<T>{static_cast<T*>(y), static_cast<const T*>(x), static_cast<acc_t<T>>(alpha)});
   });
+}
+
+void reduce_add_from(DType t, void* out0, void* out1, DType ta, const void* a, DType tb,
+                     const void* b, double alpha, size_t n) {
+  const auto operand = [&](DType s) {
+    LPSGD_CHECK(s == t || s == DType::F32, "reduce_add_from: a " << dtype_name(t)
+                                               << " reduction reads " << dtype_name(t)
+                                               << " or float operands, not " << dtype_name(s));
+    return s == DType::F32;
+  };
+  LPSGD_CHECK(dtype_is_16bit(t), "reduce_add_from: " << dtype_name(t) << " is not a 16-bit type");
+  Args16 g{Op16::AddFrom, out0, out1, a, b, alpha, n};
+  g.a_f32 = operand(ta);
+  g.b_f32 = operand(tb);
+#if LPSGD_HAVE_BF16_HW
+  if (t == DType::BF16 && cpu_has_bf16_conversion() && (g.a_f32 || g.b_f32)) {
+    if (g.a_f32 && g.b_f32) return add_from_bf16_hw<float, float>(g);
+    if (g.a_f32) return add_from_bf16_hw<float, bfloat16>(g);
+    return add_from_bf16_hw<bfloat16, float>(g);
+  }
+#endif
+  run16(t, g);
 }
 
 void convert(DType to, void* dst, DType from, const void* src, size_t n) {

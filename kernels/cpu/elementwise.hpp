@@ -35,6 +35,11 @@ void reduce_add_twice(DType t, void* out0, void* out1, const void* a, const void
 void reduce_add_scale(DType t, void* out, const void* a, const void* b, double alpha, size_t n);
 void scale(DType t, void* x, double alpha, size_t n);
 void axpy(DType t, void* y, double alpha, const void* x, size_t n);
+/// out0 = out1 = (a + b) * alpha in the 16-bit type t, each operand of type
+/// t or float (ta, tb), a float one rounded to t first: the bits of convert
+/// then reduce_add_twice, in one pass. out1 may be null (one output).
+void reduce_add_from(DType t, void* out0, void* out1, DType ta, const void* a, DType tb,
+                     const void* b, double alpha, size_t n);
 /// dst (type `to`) = src (type `from`) for n elements: float to bf16 / fp16
 /// (rounded to nearest even) and back; anything else is an error.
 void convert(DType to, void* dst, DType from, const void* src, size_t n);

@@ -136,6 +136,33 @@ void axpy(DType t, void* y, double alpha, const void* x, size_t n, cudaStream_t 
   });
 }
 
+void reduce_add_from(DType t, void* out0, void* out1, DType ta, const void* a, DType tb,
+                     const void* b, double alpha, size_t n, cudaStream_t s) {
+  LPSGD_CHECK(dtype_is_16bit(t), "reduce_add_from: " << dtype_name(t) << " is not a 16-bit type");
+  LPSGD_CHECK((ta == t || ta == DType::F32) && (tb == t || tb == DType::F32),
+              "reduce_add_from: a " << dtype_name(t) << " reduction reads " << dtype_name(t)
+                                    << " or float operands");
+  if (n == 0) return;
+  dispatch_dtype(t, [&](auto tag) {
+    using H = decltype(tag);
+    if constexpr (sizeof(H) == 2) {
+      auto* o0 = static_cast<H*>(out0);
+      auto* o1 = out1 ? static_cast<H*>(out1) : o0;
+      const float al = static_cast<float>(alpha);
+      const auto run = [&](auto sa, auto sb) {
+        using SA = decltype(sa);
+        using SB = decltype(sb);
+        launch(n, ReduceAddFrom<H, SA, SB>{o0, o1, static_cast<const SA*>(a),
+                                           static_cast<const SB*>(b), al}, s);
+      };
+      if (ta == DType::F32 && tb == DType::F32) run(float{}, float{});
+      else if (ta == DType::F32) run(float{}, H{});
+      else if (tb == DType::F32) run(H{}, float{});
+      else run(H{}, H{});
+    }
+  });
+}
+
 // One element per thread: a conversion moves 6 bytes per element, and the
 // grid-stride loop's loads and stores are coalesced as they are.
 void convert(DType to, void* dst, DType from, const void* src, size_t n, cudaStream_t s) {

@@ -22,6 +22,7 @@ Collective::Collective(Communicator& comm, const CollArgs& args, Algo algo, size
   sig_.algo = static_cast<uint8_t>(algo);
   sig_.dtype = static_cast<uint8_t>(args.dtype);
   sig_.op = static_cast<uint8_t>(args.op);
+  sig_.in_float = args.in_float ? 1 : 0;
   sig_.root = args.kind == CollKind::Allreduce ? 0 : args.root;
   sig_.count = args.count;
   sig_.block_bytes = block_bytes;

@@ -325,6 +325,15 @@ std::unique_ptr<Collective> Communicator::create(Algo algo, const CollArgs& args
   LPSGD_CHECK(args.count == 0 || args.out || args.kind == CollKind::Reduce,
               coll_name(args.kind) << ": no output buffer");
   auto [a, b] = resolve(algo, args, block_bytes);
+  if (args.in_float) {
+    LPSGD_CHECK(dtype_is_16bit(args.dtype) && args.kind != CollKind::Bcast,
+                coll_name(args.kind) << " of " << dtype_name(args.dtype)
+                                     << ": a float input is for 16-bit reductions only");
+    LPSGD_CHECK(args.count == 0 || (args.in && args.in != args.out),
+                coll_name(args.kind) << ": a float input cannot be reduced in place");
+    LPSGD_CHECK(reads_float_input(a), algo_name(a) << " reads its input as " << dtype_name(args.dtype)
+                                                   << ": convert the float input first");
+  }
   return make_collective(*this, a, args, b);
 }
 

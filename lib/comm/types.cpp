@@ -71,7 +71,7 @@ LinksMode parse_links(const std::string& s) {
 
 bool Signature::operator==(const Signature& o) const {
   return magic == o.magic && kind == o.kind && algo == o.algo && dtype == o.dtype &&
-         op == o.op && root == o.root && count == o.count && block_bytes == o.block_bytes &&
+         op == o.op && root == o.root && in_float == o.in_float && count == o.count && block_bytes == o.block_bytes &&
          serial == o.serial;
 }
 
@@ -81,6 +81,7 @@ std::string Signature::describe() const {
   os << coll_name(static_cast<CollKind>(kind)) << "(" << algo_name(static_cast<Algo>(algo))
      << ") #" << serial << " count=" << count << " dtype=" << dtype_name(static_cast<DType>(dtype))
      << " op=" << op_name(static_cast<ReduceOp>(op));
+  if (in_float) os << " in=float";
   if (kind != static_cast<uint8_t>(CollKind::Allreduce)) os << " root=" << root;
   os << " block=" << block_bytes;
   return os.str();

@@ -44,14 +44,25 @@ struct CollArgs {
   DType dtype = DType::F32;
   ReduceOp op = ReduceOp::Sum;
   int root = 0;  ///< chain position of the root (bcast, reduce)
+  /// A 16-bit reduce or allreduce whose `in` holds floats (in != out): each
+  /// is rounded to dtype as it is read, the bits of converting the input
+  /// first, without that extra pass. Only algorithms that read_float_input()
+  /// take it.
+  bool in_float = false;
+  DType in_type() const { return in_float ? DType::F32 : dtype; }
 };
+
+/// Whether `algo` reads a float input for a 16-bit message itself
+/// (CollArgs::in_float), fusing the conversion into its first pass: LP.
+inline bool reads_float_input(Algo algo) { return algo == Algo::Lp; }
 
 /// What every rank must agree on; exchanged with chain neighbours at start.
 struct Signature {
   uint32_t magic = 0x4C505347;  // "LPSG"
   uint8_t kind = 0, algo = 0, dtype = 0, op = 0;
   int32_t root = 0;
-  uint32_t pad = 0;
+  uint8_t in_float = 0;
+  uint8_t pad8[3] = {0, 0, 0};
   uint64_t count = 0;
   uint64_t block_bytes = 0;
   uint64_t serial = 0;  ///< index of this collective on its communicator

@@ -88,6 +88,17 @@ LPSGD_HD float float_from_f16_bits(uint16_t h) {
   return float_of(sign | select(two_w < (1u << 27), bits_of(subnormal), bits_of(normal)));
 }
 
+/// float -> the nearest bfloat16 -> float: float_from_bf16_bits(
+/// bf16_bits_from_float(f)) computed in 32 bits, with no narrowing to 16 and
+/// back (a loop that rounds floats it goes on adding in float vectorises
+/// without the packing that costs as much as the rounding).
+LPSGD_HD float bf16_round(float f) {
+  const uint32_t u = half_detail::bits_of(f);
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  const uint32_t nan = (u & 0xffff0000u) | 0x400000u;
+  return half_detail::float_of(half_detail::select((u & 0x7fffffffu) > 0x7f800000u, nan, rounded));
+}
+
 /// A 16-bit float stored as its bits; F supplies the format's conversions.
 template <class F>
 struct Float16 {

@@ -183,6 +183,17 @@ class Device {
     LPSGD_CHECK(g_type == DType::F32, "device " << name() << " updates from float gradients only");
     sgd_update(w, v, static_cast<const float*>(g), n, h);
   }
+  /// The first reduction of a 16-bit collective whose input is float (the
+  /// wire type t, bf16 or fp16): out0[i] (and out1[i] unless out1 is null) =
+  /// (a[i] + b[i]) * alpha, added and scaled in float and rounded to t once,
+  /// where each operand is of type t or float (ta, tb) and a float one is
+  /// first rounded to t: the bits of convert() and then reduce_add_scale /
+  /// reduce_add_twice, in one pass over the float input.
+  virtual void reduce_add_from(DType t, void* out0, void* out1, DType ta, const void* a, DType tb,
+                               const void* b, double alpha, size_t n) {
+    (void)t, (void)out0, (void)out1, (void)ta, (void)a, (void)tb, (void)b, (void)alpha, (void)n;
+    LPSGD_THROW("device " << name() << " has no 16-bit conversions");
+  }
   /// dst (type `to`) = src (type `from`) for n elements: float to bf16 / fp16
   /// (round to nearest even) and back.
   virtual void convert(DType to, void* dst, DType from, const void* src, size_t n) {

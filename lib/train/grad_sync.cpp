@@ -126,12 +126,24 @@ void GradSync::launch(size_t b) {
   const comm::CollKind kind =
       opt_.mode == SyncMode::Allreduce ? comm::CollKind::Allreduce : comm::CollKind::Reduce;
   const size_t n = buckets_[b].count;
-  // The first pass over a 16-bit bucket: float gradients to the wire type, on
-  // the compute queue (the collective starts after it, as after backward).
-  if (staging_)
-    model_.device().convert(wire_, travelling(b), DType::F32,
-                            model_.grads().data() + buckets_[b].offset, n);
-  grad_coll_[b] = make(kind, wire_, travelling(b), n);
+  if (staging_) {
+    // A 16-bit bucket: LP reads the float gradients and rounds them as it
+    // first reads them (no pass of its own); any other algorithm gets them
+    // converted first, on the compute queue (it starts after that, as after
+    // backward). The same bits either way.
+    const float* grads = model_.grads().data() + buckets_[b].offset;
+    comm::CollArgs a{kind, grads, travelling(b), n, wire_, comm::ReduceOp::Avg, 0};
+    a.in_float = true;
+    const auto [algo, block] = comm_.resolve(opt_.algo, a, opt_.block_bytes);
+    if (comm::reads_float_input(algo)) {
+      grad_coll_[b] = comm_.create(algo, a, block);
+    } else {
+      model_.device().convert(wire_, travelling(b), DType::F32, grads, n);
+      grad_coll_[b] = make(kind, wire_, travelling(b), n);
+    }
+  } else {
+    grad_coll_[b] = make(kind, wire_, travelling(b), n);
+  }
   if (trace::enabled())
     trace::instant(trace::Lane::Step, "bucket", "bucket " + std::to_string(b) + " ready", now_s(),
                    "\"bucket\":" + std::to_string(b) + ",\"bytes\":" +

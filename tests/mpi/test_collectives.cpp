@@ -14,6 +14,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -237,6 +238,84 @@ TEST(Collectives, SixteenBitWithinBound) {
           }
         }
       }
+}
+
+// A 16-bit reduce or allreduce that reads a float input (CollArgs::in_float,
+// the trainer's --wire) has the bits of converting that input first and
+// reducing the 16-bit copy: LP's halves, its chain (ends, middles, centre),
+// its pair allreduce, short last blocks and the empty message, shared buffers
+// or private ones; the float input is left unchanged. Algorithms that read
+// their input as the message's type refuse a float one with a clear error.
+TEST(Collectives, FloatInputRoundsAsConvertingFirst) {
+  SKIP_WITHOUT_DEVICE();
+  Communicator& cm = test_comm();
+  const int P = cm.size(), me = cm.rank();
+  Device& dev = cm.device();
+  for (DType t : {DType::BF16, DType::F16})
+    for (CollKind k : {CollKind::Allreduce, CollKind::Reduce})
+      for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg})
+        for (size_t n : {size_t(0), size_t(1), size_t(4001), size_t(30011)})
+          for (int share : {0, kShareBoth}) {
+            const int root = k == CollKind::Allreduce ? 0 : (P - 1) / 2;
+            const size_t block = 2 * 1999;
+            // Floats with more bits than 16 keep, of both signs and many scales.
+            std::vector<float> x(n);
+            Rng rng(1000u + n, static_cast<uint64_t>(me));
+            for (auto& v : x)
+              v = static_cast<float>((rng.uniform_double() - 0.5) *
+                                     std::ldexp(1.0, static_cast<int>(rng.below(20)) - 10));
+            // The float input and the outputs: shared ones from alloc_shared
+            // (peer links read them in place), else private.
+            DeviceBuffer own_in(dev, std::max<size_t>(1, n) * 4), own_out(dev, std::max<size_t>(1, n) * 2),
+                own_ref(dev, std::max<size_t>(1, n) * 2);
+            const auto [sh_in, sh_out] = shared_buffers();
+            void* in = share ? sh_in : own_in.data();
+            void* out = share ? sh_out : own_out.data();
+            to_device(in, x);
+            // The reference: the input converted first, then reduced in place.
+            dev.convert(t, own_ref.data(), DType::F32, in, n);
+            cm.run(Algo::Lp, {k, own_ref.data(), own_ref.data(), n, t, op, root}, block);
+            CollArgs a{k, in, out, n, t, op, root};
+            a.in_float = true;
+            std::string variant;
+            try {
+              auto h = cm.create(Algo::Lp, a, block);
+              h->start();
+              h->wait();
+              variant = h->variant();
+            } catch (const Error& e) {
+              FAIL() << dtype_name(t) << " " << coll_name(k) << " n=" << n << ": " << e.where();
+            }
+            const std::string what = std::string(dtype_name(t)) + " " + coll_name(k) + " " +
+                                     op_name(op) + " n=" + std::to_string(n) +
+                                     (share ? " shared" : " private") + " variant=" + variant;
+            EXPECT_EQ(to_host<float>(in, n), x) << what << ": the float input changed";
+            if (k == CollKind::Reduce && me != root) continue;
+            const auto want = to_host<uint16_t>(own_ref.data(), n);
+            const auto got = to_host<uint16_t>(out, n);
+            for (size_t i = 0; i < n; ++i)
+              ASSERT_EQ(got[i], want[i]) << what << ", element " << i << " on rank " << me;
+          }
+  // Every other algorithm reads its input as the message's type.
+  DeviceBuffer in(dev, 64 * 4), out(dev, 64 * 2);
+  for (Algo algo : {Algo::Tree, Algo::Mst, Algo::Be, Algo::Ring, Algo::Mpi}) {
+    CollArgs a{CollKind::Allreduce, in.data(), out.data(), 64, DType::BF16, ReduceOp::Sum, 0};
+    a.in_float = true;
+    try {
+      cm.create(algo, a, algo == Algo::Tree ? 2 * 8 : 0);
+      ADD_FAILURE() << algo_name(algo) << " took a float input";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("convert the float input first"), std::string::npos)
+          << e.what();
+    }
+  }
+  // ... and a float input is for 16-bit reductions, not in place.
+  CollArgs f32{CollKind::Allreduce, in.data(), out.data(), 64, DType::F32, ReduceOp::Sum, 0};
+  f32.in_float = true;
+  EXPECT_THROW(cm.create(Algo::Lp, f32, 4 * 8), Error);
+  CollArgs inplace{CollKind::Allreduce, out.data(), out.data(), 64, DType::BF16, ReduceOp::Sum, 0};
+  inplace.in_float = true;
+  EXPECT_THROW(cm.create(Algo::Lp, inplace, 2 * 8), Error);
 }
 
 // LP on two ranks of a node does half each and writes the outputs directly

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -259,6 +260,65 @@ TEST(CpuDevice, SgdUpdateFrom16BitIsWidenedThenFloat) {
         ASSERT_EQ(w0, w1) << dtype_name(t) << " n=" << n;
         ASSERT_EQ(v0, v1) << dtype_name(t) << " n=" << n;
       }
+}
+
+// The first reduction of a collective whose input is float and whose wire
+// is 16-bit (reduce_add_from) has the bits of converting the float operands
+// first and then reduce_add_scale / reduce_add_twice: for every operand type
+// pair, one output and two, with alpha 1 and 1/3, at every alignment of a
+// vector, on values that hit each path of the conversion: subnormals (which
+// AVX512_BF16's instruction would flush: those vectors take the software
+// path), sums that fall subnormal, ties, overflow, infinities and NaNs.
+TEST(CpuDevice, ReduceAddFromIsConvertThenReduce) {
+  auto dev = make_device(DeviceKind::Cpu);
+  const float specials[] = {0.0f, -0.0f, 1e-40f, -3e-39f, 1.1754942e-38f, 0x1.0101p-126f,
+                            0x1.008p+0f, 0x1.018p+0f, 3.4e38f, -3.39e38f,
+                            std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::quiet_NaN(), 65504.0f, 65520.0f, 6e-8f,
+                            1.0f, -2.5f};
+  for (DType t : {DType::BF16, DType::F16})
+    for (size_t n : {size_t(0), size_t(1), size_t(15), size_t(16), size_t(17), size_t(100), size_t(4097)}) {
+      // Mostly ordinary values; every seventh a special one, so that some
+      // vectors have none and some have several.
+      Rng r(11, n);
+      std::vector<float> fa(n), fb(n);
+      for (size_t i = 0; i < n; ++i) {
+        fa[i] = static_cast<float>((r.uniform_double() - 0.5) * 64);
+        fb[i] = static_cast<float>((r.uniform_double() - 0.5) * 0.01);
+        if (i % 7 == 3) fa[i] = specials[r.below(sizeof specials / sizeof *specials)];
+        if (i % 11 == 5) fb[i] = specials[r.below(sizeof specials / sizeof *specials)];
+        if (i % 13 == 6) fb[i] = -fa[i] + 1e-39f;  // a sum that falls subnormal
+      }
+      std::vector<uint16_t> ha(n), hb(n);
+      dev->convert(t, ha.data(), DType::F32, fa.data(), n);
+      dev->convert(t, hb.data(), DType::F32, fb.data(), n);
+      for (double alpha : {1.0, 1.0 / 3})
+        for (int types = 1; types < 4; ++types) {  // bit 0: a is float, bit 1: b is float
+          const bool af = types & 1, bf = types & 2;
+          const void* a = af ? static_cast<const void*>(fa.data()) : ha.data();
+          const void* b = bf ? static_cast<const void*>(fb.data()) : hb.data();
+          std::vector<uint16_t> want0(n), want1(n), one(n), two0(n), two1(n);
+          dev->reduce_add_twice(t, want0.data(), want1.data(), ha.data(), hb.data(), alpha, n, false);
+          dev->reduce_add_from(t, one.data(), nullptr, af ? DType::F32 : t, a, bf ? DType::F32 : t, b,
+                               alpha, n);
+          dev->reduce_add_from(t, two0.data(), two1.data(), af ? DType::F32 : t, a,
+                               bf ? DType::F32 : t, b, alpha, n);
+          for (size_t i = 0; i < n; ++i) {
+            ASSERT_EQ(one[i], want0[i]) << dtype_name(t) << " n=" << n << " i=" << i << " types=" << types
+                                        << " alpha=" << alpha << std::hexfloat << " a=" << fa[i] << " b=" << fb[i];
+            ASSERT_EQ(two0[i], want0[i]) << dtype_name(t) << " n=" << n << " i=" << i;
+            ASSERT_EQ(two1[i], want0[i]) << dtype_name(t) << " n=" << n << " i=" << i;
+          }
+        }
+    }
+  std::vector<float> x(4);
+  std::vector<uint16_t> y(4);
+  EXPECT_THROW(dev->reduce_add_from(DType::F32, y.data(), nullptr, DType::F32, x.data(), DType::F32,
+                                    x.data(), 1.0, 4),
+               Error);
+  EXPECT_THROW(dev->reduce_add_from(DType::BF16, y.data(), nullptr, DType::F16, y.data(), DType::F32,
+                                    x.data(), 1.0, 4),
+               Error);
 }
 
 TEST(CpuDevice, AllocIsZeroedAndAligned) {

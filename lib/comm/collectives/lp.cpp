@@ -39,6 +39,13 @@
 // blocks j with j % 2 == r, so each rank reduces half the blocks (read 2,
 // write 1) and copies the other half (read 1, write 1), 2.5 memory passes
 // per block where one centre makes 3.
+//
+// A 16-bit message whose input is float (CollArgs::in_float: the trainer's
+// --wire bf16 reads its float gradients) is converted where the input is
+// first read: a chain end converts its block into the send slot, every
+// addition with this rank's input rounds that operand to 16 bits as it reads
+// it (Device::reduce_add_from), and the two halves read both float inputs
+// and write 16-bit outputs. The bits are those of converting first.
 #include <algorithm>
 #include <array>
 #include <memory>
@@ -58,7 +65,10 @@ namespace {
 class LpBlocks : public Collective {
  protected:
   LpBlocks(Communicator& c, const CollArgs& a, size_t block_bytes)
-      : Collective(c, a, Algo::Lp, block_bytes), dev_(c.device()), esize_(dtype_size(a.dtype)) {
+      : Collective(c, a, Algo::Lp, block_bytes),
+        dev_(c.device()),
+        esize_(dtype_size(a.dtype)),
+        in_esize_(dtype_size(a.in_type())) {
     elems_ = elems_per_block(Algo::Lp, block_bytes, a.dtype);
     k_ = (a.count + elems_ - 1) / elems_;
     in_ = static_cast<const char*>(a.in ? a.in : a.out);
@@ -78,14 +88,28 @@ class LpBlocks : public Collective {
     else if (uncached_) dev_.reduce_add_uncached(args_.dtype, dst, a, b, n);
     else dev_.reduce_add(args_.dtype, dst, a, b, n);
   }
+  // dst = (a + b) * alpha where a, b or both are this rank's input (a_in,
+  // b_in): read as the message's type, a float input rounded as it is read.
+  void add_in(char* dst, const void* a, bool a_in, const void* b, bool b_in, size_t n,
+              double alpha = 1.0) {
+    if (!args_.in_float) return add(dst, a, b, n, alpha);
+    const DType t = args_.dtype;
+    dev_.reduce_add_from(t, dst, nullptr, a_in ? DType::F32 : t, a, b_in ? DType::F32 : t, b,
+                         alpha, n);
+  }
+  // dst = this rank's input block j, in the message's type.
+  void put_in(char* dst, size_t j) {
+    if (args_.in_float) dev_.convert(args_.dtype, dst, DType::F32, in_block(j), block_elems(j));
+    else put(dst, in_block(j), block_bytes_of(j));
+  }
   size_t blocks() const override { return k_; }
   size_t block_elems(size_t j) const { return std::min(elems_, args_.count - j * elems_); }
   size_t block_bytes_of(size_t j) const { return block_elems(j) * esize_; }
-  const char* in_block(size_t j) const { return in_ + j * elems_ * esize_; }
+  const char* in_block(size_t j) const { return in_ + j * elems_ * in_esize_; }
   char* out_block(size_t j) const { return out_ + j * elems_ * esize_; }
 
   Device& dev_;
-  size_t esize_ = 4, elems_ = 1, k_ = 0;
+  size_t esize_ = 4, in_esize_ = 4, elems_ = 1, k_ = 0;
   const char* in_ = nullptr;
   char* out_ = nullptr;
   bool uncached_ = false;
@@ -120,9 +144,8 @@ class LpCollective final : public LpBlocks {
     }
     if (lp_direct(a.kind, P_) && a.count > 0) {
       other_ = pos_ == 0 ? right : left;
-      const size_t bytes = a.count * esize_;
-      share_in_ = other_->share(in_, bytes);
-      share_out_ = other_->share(out_, bytes);
+      share_in_ = other_->share(in_, a.count * in_esize_);
+      share_out_ = other_->share(out_, a.count * esize_);
       offer_buffers(share_in_, share_out_);
     }
   }
@@ -191,14 +214,18 @@ class LpCollective final : public LpBlocks {
   void direct_half() {
     const size_t off = d_begin_ * esize_, n = d_end_ - d_begin_;
     const double alpha = args_.op == ReduceOp::Avg ? 1.0 / P_ : 1.0;
-    const char* x0 = x_[0] + off;
-    const char* x1 = x_[1] + off;
+    const char* x0 = x_[0] + d_begin_ * in_esize_;
+    const char* x1 = x_[1] + d_begin_ * in_esize_;
+    const DType t = args_.dtype;
     switch (args_.kind) {
       case CollKind::Allreduce:  // one pass: each byte read once, written once
-        dev_.reduce_add_twice(args_.dtype, y_[0] + off, y_[1] + off, x0, x1, alpha, n, uncached_);
+        if (args_.in_float)
+          dev_.reduce_add_from(t, y_[0] + off, y_[1] + off, DType::F32, x0, DType::F32, x1, alpha, n);
+        else
+          dev_.reduce_add_twice(t, y_[0] + off, y_[1] + off, x0, x1, alpha, n, uncached_);
         break;
       case CollKind::Reduce:
-        add(y_[args_.root] + off, x0, x1, n, alpha);
+        add_in(y_[args_.root] + off, x0, true, x1, true, n, alpha);
         break;
       case CollKind::Bcast: {
         // Piece by piece, so that the second output reads the root's input
@@ -280,8 +307,15 @@ class LpCollective final : public LpBlocks {
         if (!inner_->can_send(i_tx(j))) return moved;
         if (part[0]) {
           void* dst = inner_->send_slot(i_tx(j));
-          dev_.reduce_add(args_.dtype, dst, part[0], in_block(j), n);
+          // (Into a send slot the neighbour reads next: through the caches.)
+          if (args_.in_float) add_in(static_cast<char*>(dst), part[0], false, in_block(j), true, n);
+          else dev_.reduce_add(args_.dtype, dst, part[0], in_block(j), n);
           outer_[0]->release_recv(o_rx(0, j));
+          inner_->post_send(i_tx(j), dst, block_bytes_of(j));
+        } else if (args_.in_float) {
+          // Chain end of a float input: converted into the send slot.
+          void* dst = inner_->send_slot(i_tx(j));
+          put_in(static_cast<char*>(dst), j);
           inner_->post_send(i_tx(j), dst, block_bytes_of(j));
         } else {
           // Chain end: my own block is the partial sum (MPI sends it in place).
@@ -291,20 +325,17 @@ class LpCollective final : public LpBlocks {
         // The centre: out = (left + mine) + right, the fixed order; an average
         // scales by 1/P in the same pass as the last addition.
         const bool avg = args_.op == ReduceOp::Avg;
-        auto add = [&](const void* a, const void* b, bool last) {
-          LpBlocks::add(out_block(j), a, b, n, avg && last ? 1.0 / P_ : 1.0);
-        };
         const void* acc = in_block(j);
-        if (part[0]) {
-          add(part[0], acc, !part[1]);
+        bool acc_in = true;  // acc is my input (of the input's type)
+        auto add = [&](const void* a, bool a_in, const void* b, bool b_in, bool last) {
+          add_in(out_block(j), a, a_in, b, b_in, n, avg && last ? 1.0 / P_ : 1.0);
           acc = out_block(j);
-        }
-        if (part[1]) {
-          add(acc, part[1], true);
-          acc = out_block(j);
-        }
-        if (acc != out_block(j)) {
-          put(out_block(j), acc, block_bytes_of(j));
+          acc_in = false;
+        };
+        if (part[0]) add(part[0], false, acc, acc_in, !part[1]);
+        if (part[1]) add(acc, acc_in, part[1], false, true);
+        if (acc_in) {
+          put_in(out_block(j), j);
           if (avg) dev_.scale(args_.dtype, out_block(j), 1.0 / P_, n);
         }
         for (int o = 0; o < 2; ++o)
@@ -540,9 +571,11 @@ class LpPairAllreduce final : public LpBlocks {
           if (d != out_block(j)) put(out_block(j), d, block_bytes_of(j));
         } else {
           // I am block j's centre: out = x0 + x1 (an average scales in the same pass).
-          const void* a = me_ == 0 ? in_block(j) : d;
-          const void* b = me_ == 0 ? d : in_block(j);
-          add(out_block(j), a, b, n, args_.op == ReduceOp::Avg ? 0.5 : 1.0);
+          const bool mine_first = me_ == 0;
+          const void* a = mine_first ? in_block(j) : d;
+          const void* b = mine_first ? d : in_block(j);
+          add_in(out_block(j), a, mine_first, b, !mine_first, n,
+                 args_.op == ReduceOp::Avg ? 0.5 : 1.0);
           reduced_[j] = 1;
         }
         link_->release_recv(rx_base_ + handled_);
@@ -554,8 +587,13 @@ class LpPairAllreduce final : public LpBlocks {
         const Msg& m = tx_[sent_];
         if (m.final && !reduced_[m.block]) break;
         if (!link_->can_send(tx_base_ + sent_)) break;
-        link_->post_send(tx_base_ + sent_, m.final ? out_block(m.block) : in_block(m.block),
-                         block_bytes_of(m.block));
+        const void* src = m.final ? out_block(m.block) : in_block(m.block);
+        if (!m.final && args_.in_float) {  // my float input, converted into the send slot
+          void* slot = link_->send_slot(tx_base_ + sent_);
+          put_in(static_cast<char*>(slot), m.block);
+          src = slot;
+        }
+        link_->post_send(tx_base_ + sent_, src, block_bytes_of(m.block));
         ++sent_;
         again = true;
       }

@@ -145,6 +145,11 @@ void CpuDevice::sgd_update_from(DType g_type, float* w, float* v, const void* g,
   kernels::cpu::sgd_update(w, v, g_type, g, n, h);
 }
 
+void CpuDevice::reduce_add_from(DType t, void* out0, void* out1, DType ta, const void* a,
+                                DType tb, const void* b, double alpha, size_t n) {
+  kernels::cpu::reduce_add_from(t, out0, out1, ta, a, tb, b, alpha, n);
+}
+
 void CpuDevice::convert(DType to, void* dst, DType from, const void* src, size_t n) {
   kernels::cpu::convert(to, dst, from, src, n);
 }

@@ -61,6 +61,8 @@ class CpuDevice : public Device {
   void sgd_update_from(DType g_type, float* w, float* v, const void* g, size_t n,
                        const kernels::SgdHyper& h) override;
   void convert(DType to, void* dst, DType from, const void* src, size_t n) override;
+  void reduce_add_from(DType t, void* out0, void* out1, DType ta, const void* a, DType tb,
+                       const void* b, double alpha, size_t n) override;
 
   // oneDNN where it has a fast kernel for the shape, else the generic plans.
   // Max pooling stays the hand-written loop: oneDNN 2.6's pooling took 3-5x

@@ -342,6 +342,11 @@ class CudaDevice final : public Device {
     bind();
     kernels::cuda::convert(to, dst, from, src, n, stream_);
   }
+  void reduce_add_from(DType t, void* out0, void* out1, DType ta, const void* a, DType tb,
+                       const void* b, double alpha, size_t n) override {
+    bind();
+    kernels::cuda::reduce_add_from(t, out0, out1, ta, a, tb, b, alpha, n, stream_);
+  }
   void sgd_update(float* w, float* v, const float* g, size_t n,
                   const kernels::SgdHyper& h) override {
     bind();
