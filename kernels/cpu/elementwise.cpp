@@ -116,25 +116,29 @@ LPSGD_BF16_TARGET inline __mmask16 subnormal_lanes(__m512 x) {
   return _mm512_mask_test_epi32_mask(_mm512_testn_epi32_mask(u, _mm512_set1_epi32(0x7f800000)), u,
                                      _mm512_set1_epi32(0x007fffff));
 }
-LPSGD_BF16_TARGET inline __m512 widen_bf16(__m256i h) {
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
-LPSGD_BF16_TARGET inline __m256i narrow_bf16(__m512 x) {
-  return (__m256i)_mm512_cvtneps_pbh(x);
+
+// 32 elements of one operand as bf16, in order: two float vectors rounded
+// by one VCVTNE2PS2BF16 (ORing their subnormal lanes into *sub), or 32 bf16.
+template <bool F>
+LPSGD_BF16_TARGET inline __m512i load32_bf16(const void* p, size_t i, __mmask16* sub) {
+  if constexpr (F) {
+    const float* f = static_cast<const float*>(p) + i;
+    const __m512 lo = _mm512_loadu_ps(f), hi = _mm512_loadu_ps(f + 16);
+    *sub |= subnormal_lanes(lo) | subnormal_lanes(hi);
+    return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);  // words 0-15 from lo, 16-31 from hi
+  } else {
+    return _mm512_loadu_si512(static_cast<const uint16_t*>(p) + i);
+  }
 }
 
-// One operand: a float vector rounded to bf16 (and back to float), or a bf16
-// vector widened. Adds the subnormal lanes of a float input to *sub.
-template <bool F>
-LPSGD_BF16_TARGET inline __m512 load_as_bf16(const void* p, size_t i, __mmask16* sub) {
-  if constexpr (F) {
-    const __m512 x = _mm512_loadu_ps(static_cast<const float*>(p) + i);
-    *sub |= subnormal_lanes(x);
-    return widen_bf16(narrow_bf16(x));
-  } else {
-    return widen_bf16(_mm256_loadu_si256(
-        reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(p) + i)));
-  }
+// Each 32-bit lane k of 32 bf16 holds elements 2k (low half) and 2k + 1:
+// as floats, the even ones are the lane shifted up, the odd ones the lane's
+// high half; no shuffles.
+LPSGD_BF16_TARGET inline __m512 even_bf16(__m512i w) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+}
+LPSGD_BF16_TARGET inline __m512 odd_bf16(__m512i w) {
+  return _mm512_castsi512_ps(_mm512_and_si512(w, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
 }
 
 template <class SA, class SB>
@@ -145,6 +149,11 @@ LPSGD_BF16_TARGET void add_from_bf16_hw(const Args16& g) {
   const auto* b = static_cast<const SB*>(g.b);
   const float al = static_cast<float>(g.alpha);
   const __m512 alv = _mm512_set1_ps(al);
+  // Words of [even sums | odd sums] back into element order.
+  alignas(64) static const uint16_t kInterleave[32] = {
+      0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23,
+      8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  const __m512i order = _mm512_load_si512(kInterleave);
   const auto soft = [&](size_t from, size_t to) {
     for (size_t i = from; i < to; ++i) {
       const float v = static_cast<float>((as_wire<bfloat16>(a[i]) + as_wire<bfloat16>(b[i])) * al);
@@ -153,21 +162,37 @@ LPSGD_BF16_TARGET void add_from_bf16_hw(const Args16& g) {
     }
   };
   size_t i = 0;
-  for (; i + 16 <= g.n; i += 16) {
+  for (; i + 32 <= g.n; i += 32) {
     __mmask16 sub = 0;
-    const __m512 x = load_as_bf16<std::is_same<SA, float>::value>(a, i, &sub);
-    const __m512 y = load_as_bf16<std::is_same<SB, float>::value>(b, i, &sub);
-    const __m512 v = _mm512_mul_ps(_mm512_add_ps(x, y), alv);
-    sub |= subnormal_lanes(v);
+    const __m512i x = load32_bf16<std::is_same<SA, float>::value>(a, i, &sub);
+    const __m512i y = load32_bf16<std::is_same<SB, float>::value>(b, i, &sub);
+    const __m512 even = _mm512_mul_ps(_mm512_add_ps(even_bf16(x), even_bf16(y)), alv);
+    const __m512 odd = _mm512_mul_ps(_mm512_add_ps(odd_bf16(x), odd_bf16(y)), alv);
+    sub |= subnormal_lanes(even) | subnormal_lanes(odd);
     if (sub) {
-      soft(i, i + 16);
+      soft(i, i + 32);
       continue;
     }
-    const __m256i h = narrow_bf16(v);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o0 + i), h);
-    if (o1) _mm256_storeu_si256(reinterpret_cast<__m256i*>(o1 + i), h);
+    const __m512i h = _mm512_permutexvar_epi16(order, (__m512i)_mm512_cvtne2ps_pbh(odd, even));
+    _mm512_storeu_si512(o0 + i, h);
+    if (o1) _mm512_storeu_si512(o1 + i, h);
   }
   soft(i, g.n);
+}
+
+// float -> bf16, 32 at a time (a vector with a subnormal: software).
+LPSGD_BF16_TARGET void to_bf16_hw(bfloat16* dst, const float* src, size_t n) {
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    __mmask16 sub = 0;
+    const __m512i h = load32_bf16<true>(src, i, &sub);
+    if (sub) {
+      for (size_t j = i; j < i + 32; ++j) dst[j] = static_cast<bfloat16>(src[j]);
+      continue;
+    }
+    _mm512_storeu_si512(dst + i, h);
+  }
+  for (; i < n; ++i) dst[i] = static_cast<bfloat16>(src[i]);
 }
 
 bool cpu_has_bf16_conversion() {
@@ -338,6 +363,10 @@ void reduce_add_from(DType t, void* out0, void* out1, DType ta, const void* a, D
 }
 
 void convert(DType to, void* dst, DType from, const void* src, size_t n) {
+#if LPSGD_HAVE_BF16_HW
+  if (from == DType::F32 && to == DType::BF16 && cpu_has_bf16_conversion())
+    return to_bf16_hw(static_cast<bfloat16*>(dst), static_cast<const float*>(src), n);
+#endif
   if (from == DType::F32 && dtype_is_16bit(to)) run16(to, {Op16::To16, dst, nullptr, src, nullptr, 1.0, n});
   else if (to == DType::F32 && dtype_is_16bit(from)) run16(from, {Op16::From16, dst, nullptr, src, nullptr, 1.0, n});
   else LPSGD_THROW("convert: " << dtype_name(from) << " to " << dtype_name(to) << " is not supported");

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/half.hpp"
 #include "core/rng.hpp"
 #include "device/device.hpp"
 
@@ -264,7 +265,8 @@ TEST(CpuDevice, SgdUpdateFrom16BitIsWidenedThenFloat) {
 
 // The first reduction of a collective whose input is float and whose wire
 // is 16-bit (reduce_add_from) has the bits of converting the float operands
-// first and then reduce_add_scale / reduce_add_twice: for every operand type
+// first and then reduce_add_scale / reduce_add_twice (and convert has the
+// conversion's bits): for every operand type
 // pair, one output and two, with alpha 1 and 1/3, at every alignment of a
 // vector, on values that hit each path of the conversion: subnormals (which
 // AVX512_BF16's instruction would flush: those vectors take the software
@@ -289,9 +291,17 @@ TEST(CpuDevice, ReduceAddFromIsConvertThenReduce) {
         if (i % 11 == 5) fb[i] = specials[r.below(sizeof specials / sizeof *specials)];
         if (i % 13 == 6) fb[i] = -fa[i] + 1e-39f;  // a sum that falls subnormal
       }
-      std::vector<uint16_t> ha(n), hb(n);
-      dev->convert(t, ha.data(), DType::F32, fa.data(), n);
-      dev->convert(t, hb.data(), DType::F32, fb.data(), n);
+      // The conversion's definition (core/half.hpp), and the device's convert
+      // (AVX512_BF16's instruction where the CPU has it) against it.
+      const auto encode = [t](float f) {
+        return t == DType::BF16 ? bf16_bits_from_float(f) : f16_bits_from_float(f);
+      };
+      std::vector<uint16_t> ha(n), hb(n), conv(n);
+      for (size_t i = 0; i < n; ++i) ha[i] = encode(fa[i]), hb[i] = encode(fb[i]);
+      dev->convert(t, conv.data(), DType::F32, fa.data(), n);
+      ASSERT_EQ(conv, ha) << dtype_name(t) << " convert, n=" << n;
+      dev->convert(t, conv.data(), DType::F32, fb.data(), n);
+      ASSERT_EQ(conv, hb) << dtype_name(t) << " convert, n=" << n;
       for (double alpha : {1.0, 1.0 / 3})
         for (int types = 1; types < 4; ++types) {  // bit 0: a is float, bit 1: b is float
           const bool af = types & 1, bf = types & 2;
