@@ -41,6 +41,10 @@ lpsgd_mpi_test(test_collectives SOURCES ${comm_test_src} DEPS lpsgd_comm
 lpsgd_mpi_test(test_collectives SOURCES ${comm_test_src} DEPS lpsgd_comm
   RANKS 3 SUFFIX staged-small-messages
   ENV "LPSGD_RANKS_PER_NODE=2;LPSGD_TEST_STAGE_MPI=1;LPSGD_MPI_MESSAGE_BYTES=1000" TIMEOUT 600)
+# The ring cut into chunks of 64 bytes: many chunks in flight, and the
+# allgather's receives into out waiting for this rank's sends from there.
+lpsgd_mpi_test(test_collectives SOURCES ${comm_test_src} DEPS lpsgd_comm
+  RANKS 3 4 SUFFIX ring-chunks ENV "LPSGD_RING_CHUNK_BYTES=64" TIMEOUT 600)
 lpsgd_mpi_test(test_comm_errors SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_comm_errors.cpp
   DEPS lpsgd_comm RANKS 2 3 5 TIMEOUT 120)
 # The trainer's control channel (lib/train/control.cpp).
