@@ -74,6 +74,15 @@ bool lp_direct(CollKind kind, int P) {
   return on && P == 2 && !lp_shares_reductions(kind, P);
 }
 
+size_t ring_chunk_bytes() {
+  static const size_t b = [] {
+    const char* v = std::getenv("LPSGD_RING_CHUNK_BYTES");
+    const long long x = v && *v ? std::atoll(v) : 0;
+    return x > 0 ? static_cast<size_t>(x) : size_t{256} << 10;
+  }();
+  return b;
+}
+
 LinkMix LinkMix::of(const Chain& c) {
   // The same answer on every rank, so that `auto` resolves identically.
   LinkMix m;
@@ -218,11 +227,16 @@ double CostModel::predict(Algo algo, CollKind kind, double n, int P, int root, d
         return fold + L2 * a + f2 * nm * (bt + g) + a + f2 * nm * bt;
       return fold + 2 * L2 * a + 2 * f2 * nm * bt + f2 * nm * g + (P != p2 ? a + nm * bt : 0.0);
     }
-    case Algo::Ring:
+    case Algo::Ring: {
       // On neighbour links the chain is not closed: the ring's last message
-      // of every round crosses all P − 1 links back to the first rank.
-      return 2 * (P - 1) * ((mpi_neighbour_links && mix.mpi ? P - 1.0 : 1.0) * a + nm / P * bt) +
-             frac * nm * g;
+      // of every round crosses all P − 1 links back to the first rank. The
+      // reductions overlap the transfers of other chunks (ring.cpp forwards
+      // chunk by chunk): what stays exposed is about one chunk's per
+      // reduce-scatter round, all of them where a segment is one chunk.
+      const double seg = nm / P, exposed = std::min(seg, static_cast<double>(ring_chunk_bytes()));
+      return 2 * (P - 1) * ((mpi_neighbour_links && mix.mpi ? P - 1.0 : 1.0) * a + seg * bt) +
+             (P - 1) * exposed * g;
+    }
     default:
       return std::numeric_limits<double>::quiet_NaN();
   }

@@ -67,6 +67,11 @@ bool lp_shares_reductions(CollKind kind, int P);
 /// LPSGD_LP_DIRECT=0; an allreduce with LPSGD_LP_PAIR=1 takes the pair instead.
 bool lp_direct(CollKind kind, int P);
 
+/// The ring allreduce's chunk (collectives/ring.cpp): each segment is cut
+/// into chunks of about this many bytes, forwarded chunk by chunk. 256 KiB,
+/// or LPSGD_RING_CHUNK_BYTES; the collective and the model both ask.
+size_t ring_chunk_bytes();
+
 class CostModel {
  public:
   static constexpr int kParams = 5;

@@ -159,9 +159,20 @@ TEST(CostModel, AutoPicksByDepthAndLinks) {
   EXPECT_EQ(m.best_algo(CollKind::Allreduce, big, 8, 0, LinkMix{true, false}), Algo::Lp);
   // Across nodes with one NIC each, an allreduce must move 2n(P−1)/P bytes
   // through every NIC whatever the algorithm; LP's inner ranks and the
-  // tree's carry 2n and pipelines add start-up, so bidirectional exchange wins.
-  EXPECT_EQ(m.best_algo(CollKind::Allreduce, big, 64, 0, kMpi), Algo::Be);
+  // tree's carry 2n. Ring and bidirectional exchange move just that: for a
+  // large message the ring, whose chunks hide its reductions behind its
+  // transfers (BE reduces between its rounds); for a small one BE, whose
+  // 2 log P start-ups beat the ring's 2(P − 1).
+  EXPECT_EQ(m.best_algo(CollKind::Allreduce, big, 64, 0, kMpi), Algo::Ring);
+  EXPECT_LT(m.predict(Algo::Ring, CollKind::Allreduce, big, 64, 0, 0, kMpi),
+            m.predict(Algo::Be, CollKind::Allreduce, big, 64, 0, 0, kMpi));
+  EXPECT_EQ(m.best_algo(CollKind::Allreduce, 64.0 * 1024, 64, 0, kMpi), Algo::Be);
   EXPECT_NE(m.best_algo(CollKind::Allreduce, 8, 64, 0, kMpi), Algo::Lp);
+  // A segment larger than a chunk: one chunk's reduction exposed per
+  // reduce-scatter round, not the segment's.
+  const double chunk = static_cast<double>(ring_chunk_bytes());
+  EXPECT_DOUBLE_EQ(m.predict(Algo::Ring, CollKind::Allreduce, 4 * 4 * chunk, 4, 0, 0, kMpi),
+                   2 * 3 * (2e-6 + 4 * chunk * 8e-10) + 3 * chunk * 2e-10);
   // A link per chain neighbour (a ring network): the tree's long edges share
   // links, the chain never does: LP for large messages.
   CostModel ring = model();

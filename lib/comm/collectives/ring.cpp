@@ -2,7 +2,8 @@
 // closed into a ring, one of P segments per round.
 // Cost 2(P−1)(α + nβ/P): bandwidth-optimal, latency linear in P.
 //
-// Pipelined: every segment is cut into C chunks (the same cut on every rank,
+// Pipelined: every segment is cut into C chunks of about ring_chunk_bytes()
+// (cost_model.hpp: 256 KiB; the same cut on every rank,
 // from the message's size alone), and the rounds overlap chunk by chunk, as
 // gloo's and NCCL's rings do. Chunk k = t·C + c is round t's chunk c; a rank
 // sends chunk k as soon as it has received and reduced chunk k − C (the same
@@ -34,6 +35,7 @@
 #include "comm/collectives/factory.hpp"
 #include "comm/collectives/schedule.hpp"
 #include "comm/communicator.hpp"
+#include "comm/cost_model.hpp"
 #include "comm/requests.hpp"
 #include "core/error.hpp"
 
@@ -41,18 +43,6 @@ namespace lpsgd::comm {
 namespace {
 
 constexpr int kRingTag = 8;
-/// Chunks of about this size: small enough that the fill (2(P−1) chunks) is a
-/// sliver of a large message, large enough that a message's overhead is too.
-/// LPSGD_RING_CHUNK_BYTES sets another (tests: many chunks in small
-/// messages); ranks that differ fail at the signature check.
-size_t chunk_bytes() {
-  static const size_t b = [] {
-    const char* v = std::getenv("LPSGD_RING_CHUNK_BYTES");
-    const long long x = v && *v ? std::atoll(v) : 0;
-    return x > 0 ? static_cast<size_t>(x) : size_t{256} << 10;
-  }();
-  return b;
-}
 /// Receives posted ahead of the one being waited for.
 constexpr size_t kRecvsAhead = 16;
 
@@ -89,7 +79,7 @@ struct RingCut {
     r.n = n;
     r.P = P;
     const size_t seg_bytes = (n + static_cast<size_t>(P) - 1) / static_cast<size_t>(P) * esize;
-    r.C = std::max<size_t>(1, (seg_bytes + chunk_bytes() - 1) / chunk_bytes());
+    r.C = std::max<size_t>(1, (seg_bytes + ring_chunk_bytes() - 1) / ring_chunk_bytes());
     return r;
   }
   // Elements [lo, hi) of chunk c of segment s (any integer s, taken mod P).
@@ -104,7 +94,7 @@ struct RingCut {
 class RingAllreduce final : public Collective {
  public:
   RingAllreduce(Communicator& c, const CollArgs& a)
-      : Collective(c, a, Algo::Ring, chunk_bytes()), dev_(c.device()), esize_(dtype_size(a.dtype)) {
+      : Collective(c, a, Algo::Ring, ring_chunk_bytes()), dev_(c.device()), esize_(dtype_size(a.dtype)) {
     P_ = c.size();
     p_ = c.rank();
     right_ = (p_ + 1) % P_;
