@@ -5,6 +5,7 @@
 // fixed way and combine the parts with a fixed tree: no atomics, so the bits
 // are the same run after run (though the order differs from the CPU's serial
 // sum, so CPU and GPU agree to rounding, not bitwise).
+#include "kernels/cuda/bf16_staging.hpp"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/nn.cuh"
 
@@ -16,7 +17,9 @@ constexpr size_t kNone = ~size_t{0};
 
 // One block per channel c: thread t sums elements t, t + T, t + 2T, ... of the
 // channel's outer * inner values, then a shared-memory tree adds the T parts.
-__global__ void bias_grad_blocks(float* db, const float* dy, size_t outer, size_t channels,
+// T is float or bfloat16 (widened exactly to float as it is read).
+template <class T>
+__global__ void bias_grad_blocks(float* db, const T* dy, size_t outer, size_t channels,
                                  size_t inner) {
   __shared__ float part[kThreads];
   const size_t total = outer * inner;
@@ -24,7 +27,7 @@ __global__ void bias_grad_blocks(float* db, const float* dy, size_t outer, size_
     float sum = 0.0f;
     for (size_t e = threadIdx.x; e < total; e += blockDim.x) {
       const size_t o = e / inner, k = e % inner;
-      sum += dy[(o * channels + c) * inner + k];
+      sum += static_cast<float>(dy[(o * channels + c) * inner + k]);
     }
     part[threadIdx.x] = sum;
     __syncthreads();
@@ -149,6 +152,37 @@ void bias_grad(float* db, const float* dy, size_t outer, size_t channels, size_t
   const int blocks = static_cast<int>(std::min<size_t>(channels, 65535u * 8u));
   bias_grad_blocks<<<blocks, kThreads, 0, s>>>(db, dy, outer, channels, inner);
   CUDA_CHECK(cudaGetLastError());
+}
+
+void bias_grad(float* db, const bfloat16* dy, size_t outer, size_t channels, size_t inner,
+               cudaStream_t s) {
+  if (channels == 0) return;
+  if (inner == 1 && outer <= 512) {
+    launch(channels, BiasGradBf16{db, dy, outer, channels, inner}, s);
+    return;
+  }
+  const int blocks = static_cast<int>(std::min<size_t>(channels, 65535u * 8u));
+  bias_grad_blocks<<<blocks, kThreads, 0, s>>>(db, dy, outer, channels, inner);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+void im2col_bf16(bfloat16* col, const float* x, const Window2d& g, size_t batch, cudaStream_t s) {
+  launch(g.col_rows() * batch * g.col_cols(), Im2colBf16Batch{col, x, g, batch}, s);
+}
+
+void col2im_batch(float* x, const float* col, const Window2d& g, size_t batch, cudaStream_t s) {
+  launch(batch * static_cast<size_t>(g.channels) * g.in_plane(), Col2imBatch{x, col, g, batch}, s);
+}
+
+void to_bf16_channels_first(bfloat16* out, const float* in, size_t outer, size_t channels,
+                            size_t inner, cudaStream_t s) {
+  launch(outer * channels * inner, ToBf16ChannelsFirst{out, in, outer, channels, inner}, s);
+}
+
+void from_channels_first_bias(float* y, const float* in, const float* bias, size_t outer,
+                              size_t channels, size_t inner, bool relu, cudaStream_t s) {
+  launch(outer * channels * inner,
+         FromChannelsFirstBias{y, in, bias, outer, channels, inner, relu}, s);
 }
 
 void relu_forward(float* y, const float* x, size_t n, cudaStream_t s) {

@@ -39,4 +39,31 @@ void sgd_update(float* w, float* v, const float* g, size_t n, const SgdHyper& h,
 void sgd_update(float* w, float* v, DType g_type, const void* g, size_t n, const SgdHyper& h,
                 cudaStream_t s);
 
+// ---- staging for the bf16 layer plans (lib/device/cuda) -----------------------
+// A bf16 plan rounds x, W and dy to bfloat16 (round to nearest even,
+// core/half.hpp's bits) as it reads them and writes float results. Rounding is
+// done by these kernels while they move the data into the layout the matrix
+// products want; sums stay float.
+
+/// The unfolding of a whole batch of `batch` images [g.channels, g.in_h,
+/// g.in_w] (one after another in x) as one [g.col_rows(), batch * P] matrix,
+/// P = g.col_cols(), rounded to bf16: col[r, n P + p] = bf16(im2col(x_n)[r, p]).
+void im2col_bf16(bfloat16* col, const float* x, const Window2d& g, size_t batch, cudaStream_t s);
+/// The adjoint of that unfolding in float: x_n[c, h, w] = the sum (Col2im's
+/// order) of the col[r, n P + p] that read it. Overwrites x.
+void col2im_batch(float* x, const float* col, const Window2d& g, size_t batch, cudaStream_t s);
+/// out[c, o inner + k] = bf16(in[o, c, k]): [outer, channels, inner] to
+/// [channels, outer * inner], rounded to bf16 (a batch's dy made one matrix
+/// per channel).
+void to_bf16_channels_first(bfloat16* out, const float* in, size_t outer, size_t channels,
+                            size_t inner, cudaStream_t s);
+/// y[o, c, k] = act(in[c, o inner + k] + bias[c]), act a ReLU or nothing: back
+/// from [channels, outer * inner], with BiasAdd's and ReluForward's rounding.
+void from_channels_first_bias(float* y, const float* in, const float* bias, size_t outer,
+                              size_t channels, size_t inner, bool relu, cudaStream_t s);
+/// bias_grad over a bf16 dy (each value widened exactly to float), with the
+/// float version's order of additions.
+void bias_grad(float* db, const bfloat16* dy, size_t outer, size_t channels, size_t inner,
+               cudaStream_t s);
+
 }  // namespace lpsgd::kernels::cuda

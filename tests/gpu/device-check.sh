@@ -21,6 +21,9 @@
 #   run; per-layer forward/backward on the GPU; MLP and LeNet training on
 #   synthetic data, 1 and 2 ranks on the GPU, each 2-rank run's loss
 #   trajectory against the same run on the CPU (1e-4, as the equivalence tests);
+#   --precision bf16 on the GPU: per-layer times, MLP and LeNet training at
+#   P = 1, and LeNet twice at P = 2 (the same final checksum, every layer
+#   counted as bf16 by the training log);
 #   CPU training of the MLP at P = 1, 2, 4, 8 (samples/s, communication share).
 # Without a usable GPU the GPU steps report "no GPU" and the rest still run
 # (tests/gpu/rehearse.sh checks that much here). Exit status: 0 when no step
@@ -173,6 +176,9 @@ done
 
 step "per-layer forward and backward on the GPU"
 gpu_step layers-gpu 90 "$LOG/layers-gpu.log" "$B/bin/bench_nn_step" --device cuda --batch 64,256 --steps 30
+step "per-layer forward and backward on the GPU, bf16"
+gpu_step layers-gpu-bf16 60 "$LOG/layers-gpu-bf16.log" "$B/bin/bench_nn_step" --device cuda \
+  --batch 64,256 --steps 30 --precision bf16
 
 # ---- training ------------------------------------------------------------------------
 step "synthetic data"
@@ -210,6 +216,27 @@ if [[ -f $data ]]; then
       fi
     ((gpu)) || record "compare-$model GPU vs CPU, P=2" "no GPU"
   done
+  step "bf16 on the GPU: P = 1, and LeNet twice at P = 2"
+  train gpu-mlp-bf16-p1 cuda mlp 1 400 --eval-every 0 --precision bf16
+  train gpu-cnn-bf16-p1 cuda cnn 1 200 --eval-every 0 --precision bf16
+  # The same bf16 run twice ends with the same parameters, bit for bit, and
+  # the log counts every Conv2d/Linear layer of LeNet (4) as bf16.
+  if train bf16-cnn-a cuda cnn 2 50 --eval-every 0 --precision bf16 &&
+     train bf16-cnn-b cuda cnn 2 50 --eval-every 0 --precision bf16; then
+    sums=$(sed -n 's/.*final parameters: checksum \([0-9a-f]*\).*/\1/p' \
+      "$LOG/train-bf16-cnn-a.log" "$LOG/train-bf16-cnn-b.log" | sort -u)
+    layers=$(grep -c "precision bf16: 4 of 4 Conv2d/Linear layers multiply in bf16" \
+      "$LOG/train-bf16-cnn-a.log")
+    if [[ $(wc -w <<<"$sums") == 1 && $layers -ge 1 ]]; then
+      record "compare-bf16 LeNet twice on the GPU, P=2" ok "checksum $sums both times; 4 of 4 layers bf16"
+    else
+      record "compare-bf16 LeNet twice on the GPU, P=2" FAILED \
+        "checksums: $(tr '\n' ' ' <<<"$sums"); precision lines: $layers"
+      grep -h "precision\|checksum" "$LOG/train-bf16-cnn-a.log" "$LOG/train-bf16-cnn-b.log" | sed 's/^/  /'
+    fi
+  fi
+  ((gpu)) || record "compare-bf16 LeNet twice on the GPU, P=2" "no GPU"
+  rm -f "$OUT"/train-bf16-cnn-*.jsonl
   step "MLP on the CPU, P = 1, 2, 4, 8"
   for P in 1 2 4 8; do
     BATCH=64 train "cpu-mlp-p$P" cpu mlp "$P" 400 --eval-every 0

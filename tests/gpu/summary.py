@@ -13,7 +13,8 @@ missing one reads "n/a" (or the step's status: "no GPU", "FAILED"):
                       for the node's CUDA IPC peer links, mpi for staged MPI
                       links); with --floor the rows of algo "copy" are every
                       rank copying its input at the same time, the ceiling
-  train-<name>.jsonl  lpsgd train --metrics (name: gpu-mlp-p1, cpu-mlp-p8, ...)
+  train-<name>.jsonl  lpsgd train --metrics (name: gpu-mlp-p1, cpu-mlp-p8,
+                      gpu-cnn-bf16-p1, ...)
 Only JSON is read, never the printed tables, so a column added to lpsgd
 bench's table cannot shift what is read here.
 """
@@ -124,10 +125,11 @@ def main():
             lines.append(f"| LP allreduce busbw, {what}, {size // MIB} MiB, GB/s | {fmt(value)} | "
                          f"{'; '.join(note)} |")
 
-    for device in ("gpu", "cpu"):
+    for device in ("gpu", "gpu-bf16", "cpu"):
         for model in ("mlp", "cnn"):
             for p in (1, 2, 4, 8):
-                name = f"{device}-{model}-p{p}"
+                name = (f"gpu-{model}-bf16-p{p}" if device == "gpu-bf16"
+                        else f"{device}-{model}-p{p}")
                 step = f"train-{name}"
                 if step not in st and final_metrics(d, name) is None:
                     continue
@@ -137,7 +139,8 @@ def main():
                 if m and m.get("train_s"):
                     note = (f"comm wait {100 * m['comm_wait_s'] / m['train_s']:.1f}% of the step, "
                             f"collectives in flight {100 * m['comm_s'] / m['train_s']:.1f}%")
-                label = f"{'MLP 784-512-256-10' if model == 'mlp' else 'cnn:lenet'} on the {device.upper()}, P={p}"
+                where = "GPU in bf16" if device == "gpu-bf16" else f"{device.upper()}"
+                label = f"{'MLP 784-512-256-10' if model == 'mlp' else 'cnn:lenet'} on the {where}, P={p}"
                 lines.append(f"| {label}, samples/s | {fmt(status_or(st, step, sps), 0)} | {note} |")
 
     for step, (status, detail) in st.items():

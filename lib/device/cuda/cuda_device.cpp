@@ -8,11 +8,13 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/half.hpp"
 #include "core/log.hpp"
 #include "device/cuda/cudnn.hpp"
 #include "kernels/cuda/elementwise.cuh"
 #include "kernels/cuda/gemm.cuh"
 #include "kernels/cuda/nn.cuh"
+#include "lpsgd/config.hpp"
 
 namespace lpsgd {
 namespace {
@@ -43,6 +45,8 @@ class Gpu {
     cudaDeviceProp prop{};
     CUDA_CHECK(cudaGetDeviceProperties(&prop, ordinal_));
     name_ = "cuda:" + std::to_string(ordinal_) + " (" + prop.name + ")";
+    cc_major_ = prop.major;
+    cc_minor_ = prop.minor;
     // Communication gets the higher priority: a reduce step waiting behind a
     // long GEMM would stall the whole chain.
     int least = 0, greatest = 0;
@@ -63,6 +67,9 @@ class Gpu {
 
   int ordinal() const { return ordinal_; }
   const std::string& name() const { return name_; }
+  /// Compute capability, e.g. 9 and 0 for an H100 or H200 (sm_90).
+  int cc_major() const { return cc_major_; }
+  int cc_minor() const { return cc_minor_; }
   cudaStream_t stream(int which) const { return streams_[which]; }
 
   /// A block of at least `bytes`; `reused` tells whether it came from the cache.
@@ -118,6 +125,7 @@ class Gpu {
 
   int ordinal_;
   std::string name_;
+  int cc_major_ = 0, cc_minor_ = 0;
   cudaStream_t streams_[2] = {nullptr, nullptr};
   std::mutex mutex_;
   std::unordered_map<size_t, std::vector<void*>> free_;  // size class -> cached blocks
@@ -162,6 +170,176 @@ class CudaEvent final : public DeviceEvent {
   int ordinal_;
   cudaEvent_t event_ = nullptr;
 };
+
+// ---- bf16 plans over cuBLAS ---------------------------------------------------
+//
+// The GPU's side of --precision bf16, with the CPU's semantics (oneDNN,
+// cpu/onednn.cpp): x, W and dy are rounded to bf16 (nearest even) as a plan
+// reads them, every product of two bf16 values is summed in float
+// (cublasGemmEx: CUDA_R_16BF inputs, CUDA_R_32F output, CUBLAS_COMPUTE_32F;
+// tensor cores on compute capability 8.0+), and y, dx, dW and db are written
+// in float; the caller's tensors, the master weights among them, stay float.
+// The bias gradient sums the bf16 dy, as oneDNN's does. W is converted in
+// forward and backward reuses the copy (W only changes in the optimizer
+// step), x's copy (or its unfolding) likewise.
+//
+// Deterministic: the conversions and reorders are gathers (one thread per
+// output, no atomics), the bias gradient a fixed-order reduction, and for the
+// GEMMs the plans rely on cuBLAS's documented reproducibility: a routine gives
+// the same bits on every run on GPUs of the same architecture and number of
+// SMs with the same library version, as long as one stream uses the handle.
+// The plans use the device's one handle, bound to its compute stream (the
+// communication stream never calls cuBLAS), with cuBLAS's defaults: atomics
+// not allowed (CUBLAS_ATOMICS_NOT_ALLOWED) and its own workspace. So whatever
+// kernel (split-k or not) cuBLAS picks for a shape, it picks it every time
+// and reduces the same way; the fp32 generic plans rely on the same.
+
+size_t checked_int(size_t v, const char* what) {
+  LPSGD_CHECK(v <= static_cast<size_t>(INT32_MAX), "bf16 plan: " << what << " of " << v
+                                                                   << " is too large for cuBLAS");
+  return v;
+}
+
+// y[N, out] = x W^T + b: x and W in bf16 copies made in forward, dy in one
+// made in backward, three GEMMs.
+class CublasBf16Linear final : public AffinePlan {
+ public:
+  CublasBf16Linear(Device& dev, int ordinal, cudaStream_t stream, cublasHandle_t blas,
+                   const LinearSpec& s)
+      : ordinal_(ordinal), stream_(stream), blas_(blas), s_(s),
+        n_(static_cast<int>(checked_int(static_cast<size_t>(s.batch), "batch"))),
+        in_(static_cast<int>(checked_int(static_cast<size_t>(s.in), "input width"))),
+        out_(static_cast<int>(checked_int(static_cast<size_t>(s.out), "output width"))),
+        x16_(dev, size_x() * sizeof(bfloat16)), w16_(dev, size_w() * sizeof(bfloat16)),
+        dy16_(dev, size_y() * sizeof(bfloat16)) {}
+
+  std::string impl() const override { return "cublas bf16 gemm (tensor cores, fp32 sums)"; }
+
+  void forward(float* y, const float* x, const float* w, const float* b) override {
+    make_current(ordinal_);
+    kernels::cuda::convert(DType::BF16, x16_.data(), DType::F32, x, size_x(), stream_);
+    kernels::cuda::convert(DType::BF16, w16_.data(), DType::F32, w, size_w(), stream_);
+    // y[N, out] = x[N, in] W[out, in]^T.
+    kernels::cuda::gemm_bf16(blas_, false, true, n_, out_, in_, 1.0f, x16(), in_, w16(), in_, 0.0f,
+                             y, out_);
+    kernels::cuda::bias_add(y, b, static_cast<size_t>(n_), static_cast<size_t>(out_), 1, stream_);
+    if (s_.relu) kernels::cuda::relu_forward(y, y, size_y(), stream_);
+    saved_ = true;
+  }
+
+  void backward(float* dx, float* dw, float* db, const float* dy, const float*) override {
+    LPSGD_CHECK(saved_, "linear plan: backward before forward");
+    make_current(ordinal_);
+    kernels::cuda::convert(DType::BF16, dy16_.data(), DType::F32, dy, size_y(), stream_);
+    // dW[out, in] = dy[N, out]^T x[N, in];  db = the batch's sum of dy.
+    kernels::cuda::gemm_bf16(blas_, true, false, out_, in_, n_, 1.0f, dy16(), out_, x16(), in_,
+                             0.0f, dw, in_);
+    kernels::cuda::bias_grad(db, dy16(), static_cast<size_t>(n_), static_cast<size_t>(out_), 1,
+                             stream_);
+    // dx[N, in] = dy[N, out] W[out, in], from forward's copy of W (unchanged since).
+    if (s_.input_grad)
+      kernels::cuda::gemm_bf16(blas_, false, false, n_, in_, out_, 1.0f, dy16(), out_, w16(), in_,
+                               0.0f, dx, in_);
+  }
+
+ private:
+  size_t size_x() const { return static_cast<size_t>(n_) * static_cast<size_t>(in_); }
+  size_t size_w() const { return static_cast<size_t>(out_) * static_cast<size_t>(in_); }
+  size_t size_y() const { return static_cast<size_t>(n_) * static_cast<size_t>(out_); }
+  const bfloat16* x16() const { return x16_.as<bfloat16>(); }
+  const bfloat16* w16() const { return w16_.as<bfloat16>(); }
+  bfloat16* dy16() const { return dy16_.as<bfloat16>(); }
+
+  int ordinal_;
+  cudaStream_t stream_;
+  cublasHandle_t blas_;
+  LinearSpec s_;
+  int n_, in_, out_;
+  DeviceBuffer x16_, w16_, dy16_;
+  bool saved_ = false;
+};
+
+// A convolution as one GEMM per direction over the whole batch. With K =
+// C kh kw rows of the unfolding and M = N OH OW columns (every image's output
+// positions side by side):
+//   forward         Y[Cout, M] = W[Cout, K] col[K, M], then y[n, c, p] = act(Y[c, n P + p] + b[c])
+//   backward-weights dW[Cout, K] = dY[Cout, M] col[K, M]^T (all N OH OW terms in one float sum)
+//   backward-data   dcol[K, M] = W[Cout, K]^T dY[Cout, M], then col2im per image (float sums)
+// col is x unfolded and rounded to bf16 in one pass (kept from forward for
+// backward-weights), dY is dy reordered to [Cout, M] and rounded in one pass.
+// Memory: col and dY in bf16, one float buffer of max(Cout, K) x M shared by
+// forward's Y and backward's dcol.
+class CublasBf16Conv2d final : public AffinePlan {
+ public:
+  CublasBf16Conv2d(Device& dev, int ordinal, cudaStream_t stream, cublasHandle_t blas,
+                   const Conv2dSpec& s)
+      : ordinal_(ordinal), stream_(stream), blas_(blas), s_(s),
+        k_(static_cast<int>(checked_int(s.g.col_rows(), "unfolding rows"))),
+        m_(static_cast<int>(
+            checked_int(static_cast<size_t>(s.batch) * s.g.col_cols(), "batch x output size"))),
+        cout_(s.out_channels),
+        w16_(dev, static_cast<size_t>(cout_) * k_ * sizeof(bfloat16)),
+        col16_(dev, static_cast<size_t>(k_) * m_ * sizeof(bfloat16)),
+        dy16_(dev, static_cast<size_t>(cout_) * m_ * sizeof(bfloat16)),
+        scratch_(dev, static_cast<size_t>(s.input_grad ? std::max(cout_, k_) : cout_) * m_ *
+                          sizeof(float)) {}
+
+  std::string impl() const override {
+    return "cublas bf16 im2col+gemm (tensor cores, fp32 sums)";
+  }
+
+  void forward(float* y, const float* x, const float* w, const float* b) override {
+    make_current(ordinal_);
+    const size_t batch = static_cast<size_t>(s_.batch);
+    kernels::cuda::convert(DType::BF16, w16_.data(), DType::F32, w,
+                           static_cast<size_t>(cout_) * k_, stream_);
+    kernels::cuda::im2col_bf16(col16(), x, s_.g, batch, stream_);
+    kernels::cuda::gemm_bf16(blas_, false, false, cout_, m_, k_, 1.0f, w16(), k_, col16(), m_,
+                             0.0f, scratch(), m_);
+    kernels::cuda::from_channels_first_bias(y, scratch(), b, batch,
+                                            static_cast<size_t>(cout_), s_.g.col_cols(), s_.relu,
+                                            stream_);
+    saved_ = true;
+  }
+
+  void backward(float* dx, float* dw, float* db, const float* dy, const float*) override {
+    LPSGD_CHECK(saved_, "conv2d plan: backward before forward");
+    make_current(ordinal_);
+    const size_t batch = static_cast<size_t>(s_.batch);
+    kernels::cuda::to_bf16_channels_first(dy16(), dy, batch, static_cast<size_t>(cout_),
+                                          s_.g.col_cols(), stream_);
+    kernels::cuda::gemm_bf16(blas_, false, true, cout_, k_, m_, 1.0f, dy16(), m_, col16(), m_,
+                             0.0f, dw, k_);
+    // dY is [Cout, M]: each channel's gradients are one row.
+    kernels::cuda::bias_grad(db, dy16(), 1, static_cast<size_t>(cout_), static_cast<size_t>(m_),
+                             stream_);
+    if (s_.input_grad) {
+      kernels::cuda::gemm_bf16(blas_, true, false, k_, m_, cout_, 1.0f, w16(), k_, dy16(), m_,
+                               0.0f, scratch(), m_);
+      kernels::cuda::col2im_batch(dx, scratch(), s_.g, batch, stream_);
+    }
+  }
+
+ private:
+  const bfloat16* w16() const { return w16_.as<bfloat16>(); }
+  bfloat16* col16() const { return col16_.as<bfloat16>(); }
+  bfloat16* dy16() const { return dy16_.as<bfloat16>(); }
+  float* scratch() const { return scratch_.as<float>(); }
+
+  int ordinal_;
+  cudaStream_t stream_;
+  cublasHandle_t blas_;
+  Conv2dSpec s_;
+  int k_, m_, cout_;
+  DeviceBuffer w16_, col16_, dy16_, scratch_;
+  bool saved_ = false;
+};
+
+template <class Spec>
+Spec in_fp32(Spec s) {
+  s.precision = Precision::fp32;
+  return s;
+}
 
 class CudaDevice final : public Device {
  public:
@@ -355,15 +533,46 @@ class CudaDevice final : public Device {
 
   // cuDNN for convolution and pooling where it has a deterministic FMA
   // algorithm; the fully connected layers stay on the generic plan (cuBLAS).
+  // bf16 (compute capability 8.0+): cuDNN where it writes float results from
+  // bf16 inputs, else the cuBLAS bf16 plan; on an older GPU a bf16 spec gets
+  // the fp32 plan (a trainer refuses --precision bf16 there first).
   std::unique_ptr<AffinePlan> plan_conv2d(const Conv2dSpec& s) override {
     bind();
+    if (s.precision == Precision::bf16) {
+      if (!bf16_here()) return plan_conv2d(in_fp32(s));
+      if (auto p = cudnn::conv2d(*this, dnn(), s)) return p;
+      return bf16_gemm_conv2d(s);
+    }
     if (auto p = cudnn::conv2d(*this, dnn(), s)) return p;
     return generic_conv2d(*this, s);
   }
-  // No bf16 plans on GPUs yet (issue 33 built the CPU's first): a trainer
-  // refuses --precision bf16 here rather than run fp32 under its name.
+  std::unique_ptr<AffinePlan> plan_linear(const LinearSpec& s) override {
+    if (s.precision == Precision::bf16 && bf16_here()) {
+      bind();
+      return std::make_unique<CublasBf16Linear>(*this, gpu_->ordinal(), stream_, blas(), s);
+    }
+    return generic_linear(*this, in_fp32(s));
+  }
+  /// The cuBLAS bf16 convolution whatever cuDNN could do (the tests run both).
+  std::unique_ptr<AffinePlan> bf16_gemm_conv2d(const Conv2dSpec& s) {
+    LPSGD_CHECK(bf16_here(), "no bf16 plans on " << name() << " (compute capability "
+                                                 << gpu_->cc_major() << "." << gpu_->cc_minor()
+                                                 << ")");
+    bind();
+    return std::make_unique<CublasBf16Conv2d>(*this, gpu_->ordinal(), stream_, blas(), s);
+  }
+  // bf16 tensor cores (and cuBLAS's and cuDNN's bf16 kernels) start with
+  // compute capability 8.0 (Ampere).
   bool bf16_compute(std::string* how) const override {
-    *how = cuda_bf16_support();
+    const std::string sm =
+        "sm_" + std::to_string(gpu_->cc_major()) + std::to_string(gpu_->cc_minor());
+    if (bf16_here()) {
+      *how = sm + " tensor cores (" + (build::have_cudnn ? "cuDNN/cuBLAS" : "cuBLAS") + ")";
+      return true;
+    }
+    *how = "compute capability " + std::to_string(gpu_->cc_major()) + "." +
+           std::to_string(gpu_->cc_minor()) + " (" + sm +
+           ") has no bf16 tensor cores; lpsgd's GPU bf16 plans need 8.0 or newer";
     return false;
   }
   std::unique_ptr<MaxPool2dPlan> plan_maxpool2d(const MaxPool2dSpec& s) override {
@@ -373,6 +582,7 @@ class CudaDevice final : public Device {
   }
 
  private:
+  bool bf16_here() const { return gpu_->cc_major() >= 8; }
   static CudaEvent& as_cuda(DeviceEvent& e) {
     auto* c = dynamic_cast<CudaEvent*>(&e);
     LPSGD_CHECK(c, "an event of another device kind was given to a CUDA device");
@@ -443,8 +653,27 @@ std::string cuda_libraries() {
 }
 
 std::string cuda_bf16_support() {
-  return "not built yet (lpsgd's GPU plans compute in fp32 only; cuDNN and cuBLAS bf16 plans are "
-         "to come)";
+  std::string s = std::string("sm_80+ tensor cores (") +
+                  (build::have_cudnn ? "cuDNN/cuBLAS" : "cuBLAS") + "; ";
+  const int n = cuda_usable_device_count();
+  if (n == 0) return s + "no usable GPU here)";
+  s += "here";
+  for (int i = 0; i < n; ++i) {
+    int major = 0, minor = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, i) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, i) != cudaSuccess) {
+      (void)cudaGetLastError();
+      s += std::string(i ? "," : "") + " cuda:" + std::to_string(i) + " unknown";
+      continue;
+    }
+    s += std::string(i ? "," : "") + " cuda:" + std::to_string(i) + " sm_" +
+         std::to_string(major) + std::to_string(minor) + (major >= 8 ? " yes" : " no");
+  }
+  return s + ")";
+}
+
+std::unique_ptr<AffinePlan> cuda_bf16_gemm_conv2d(Device& dev, const Conv2dSpec& s) {
+  return as_cuda_device(dev).bf16_gemm_conv2d(s);
 }
 
 cudaStream_t cuda_stream_of(Device& dev) { return as_cuda_device(dev).stream(); }

@@ -25,8 +25,16 @@ int cuda_usable_device_count();
 /// "cuBLAS 13.0.0, cuDNN 9.19.0": the GPU compute libraries of this build.
 std::string cuda_libraries();
 
-/// Where --precision bf16 runs on GPUs (lpsgd --version's line).
+/// Where --precision bf16 runs on GPUs (lpsgd --version's line): "sm_80+
+/// tensor cores (cuDNN/cuBLAS; here cuda:0 sm_90 yes)", or "...; no usable
+/// GPU here)".
 std::string cuda_bf16_support();
+
+/// The cuBLAS bf16 convolution plan (im2col + cublasGemmEx), whatever cuDNN
+/// could do for the spec: plan_conv2d prefers cuDNN's where cuDNN writes float
+/// results from bf16 inputs; the tests run both. Throws on a GPU older than
+/// compute capability 8.0 or a device of another kind.
+std::unique_ptr<AffinePlan> cuda_bf16_gemm_conv2d(Device& dev, const Conv2dSpec& s);
 
 /// A CUDA device for this rank (GPU local_rank % count); a usage error when
 /// no GPU is usable.

@@ -1,11 +1,13 @@
 // cuDNN plans for the CUDA device: convolution and max pooling. cuBLAS stays
-// for the fully connected layers (the generic plan's GEMM).
+// for the fully connected layers (the generic plan's GEMM, or the bf16 plan
+// in cuda_device.cpp).
 //
 // Built when CMake finds cuDNN beside the CUDA toolkit. Results must match the
-// CPU's within float rounding and repeat bit for bit, so convolutions use FMA
-// math only (no TF32 tensor cores) and, for each direction, the first
+// CPU's within float rounding and repeat bit for bit, so fp32 convolutions use
+// FMA math only (no TF32 tensor cores) and, for each direction, the first
 // algorithm of cuDNN's heuristic list that it reports deterministic; max
-// pooling uses CUDNN_POOLING_MAX_DETERMINISTIC.
+// pooling uses CUDNN_POOLING_MAX_DETERMINISTIC. bf16 convolutions use tensor
+// cores and the first deterministic GEMM algorithm (never FFT or Winograd).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -37,7 +39,12 @@ std::string version();
 
 /// Plans on dev (a CUDA device, borrowed) queueing through h; nullptr where
 /// cuDNN is not built or has no deterministic FMA algorithm for the shape
-/// (the caller then uses the generic plan).
+/// (the caller then uses the generic plan). A Precision::bf16 spec gets a
+/// bf16 plan (bf16 x, W and dy, float sums on tensor cores, float y, dx, dW
+/// and db) only where cuDNN runs that mix of types for the shape with a
+/// deterministic GEMM algorithm in every direction; nullptr otherwise (the
+/// caller then uses its cuBLAS bf16 plan). Ask for bf16 only on compute
+/// capability 8.0 or newer.
 std::unique_ptr<AffinePlan> conv2d(Device& dev, Handle* h, const Conv2dSpec& s);
 std::unique_ptr<MaxPool2dPlan> maxpool2d(Device& dev, Handle* h, const MaxPool2dSpec& s);
 

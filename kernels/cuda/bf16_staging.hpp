@@ -1,0 +1,113 @@
+// The functors of the bf16 plans' staging kernels (kernels/cuda/nn.cuh,
+// launched by nn.cu): the reorders that round x and dy to bf16 on their way
+// into the matrix products, the batched col2im and the bias epilogue. Written
+// as functors for host and device (LPSGD_HD) like kernels/common, so the tests
+// can run them on the host too. Each is a gather: it writes its own output
+// element only, so the results do not depend on the order threads run in.
+#pragma once
+
+#include <cstddef>
+
+#include "core/half.hpp"
+#include "core/hd.hpp"
+#include "kernels/common/nn.hpp"
+
+namespace lpsgd::kernels::cuda {
+
+// BiasGrad (kernels/common/nn.hpp) over a bf16 dy: one thread per channel,
+// the same order of additions.
+struct BiasGradBf16 {
+  float* db;
+  const bfloat16* dy;
+  size_t outer, channels, inner;
+  LPSGD_HD void operator()(size_t c) const {
+    float sum = 0.0f;
+    for (size_t o = 0; o < outer; ++o) {
+      const bfloat16* row = dy + (o * channels + c) * inner;
+      for (size_t k = 0; k < inner; ++k) sum += static_cast<float>(row[k]);
+    }
+    db[c] = sum;
+  }
+};
+
+// im2col_bf16: element i of the [rows, batch * P] matrix, Im2col's gather for
+// image n = (i % (batch P)) / P, rounded to bf16.
+struct Im2colBf16Batch {
+  bfloat16* col;
+  const float* x;
+  Window2d g;
+  size_t batch;
+  LPSGD_HD void operator()(size_t i) const {
+    const size_t cols = g.col_cols(), wide = batch * cols;
+    const size_t r = i / wide, q = i % wide;
+    const size_t n = q / cols, p = q % cols;
+    const int kk = g.kernel_h * g.kernel_w;
+    const int c = static_cast<int>(r / kk), k = static_cast<int>(r % kk);
+    const int ki = k / g.kernel_w, kj = k % g.kernel_w;
+    const int oh = static_cast<int>(p / g.out_w), ow = static_cast<int>(p % g.out_w);
+    const int ih = oh * g.stride_h - g.pad_h + ki, iw = ow * g.stride_w - g.pad_w + kj;
+    const bool inside = ih >= 0 && ih < g.in_h && iw >= 0 && iw < g.in_w;
+    const float* xn = x + n * static_cast<size_t>(g.channels) * g.in_plane();
+    col[i] = bfloat16(inside ? xn[(static_cast<size_t>(c) * g.in_h + ih) * g.in_w + iw] : 0.0f);
+  }
+};
+
+// col2im_batch: Col2im (kernels/common/nn.hpp) for image n, reading the
+// columns n P .. n P + P - 1 of the [rows, batch * P] matrix.
+struct Col2imBatch {
+  float* x;
+  const float* col;
+  Window2d g;
+  size_t batch;
+  LPSGD_HD void operator()(size_t i) const {
+    const size_t plane = g.in_plane(), image = static_cast<size_t>(g.channels) * plane;
+    const size_t n = i / image, e = i % image;
+    const int c = static_cast<int>(e / plane);
+    const int h = static_cast<int>((e % plane) / g.in_w), w = static_cast<int>(e % g.in_w);
+    const size_t cols = g.col_cols(), wide = batch * cols;
+    const float* coln = col + n * cols;
+    float sum = 0.0f;
+    for (int ki = 0; ki < g.kernel_h; ++ki) {
+      const int th = h + g.pad_h - ki;
+      if (th < 0 || th % g.stride_h != 0 || th / g.stride_h >= g.out_h) continue;
+      for (int kj = 0; kj < g.kernel_w; ++kj) {
+        const int tw = w + g.pad_w - kj;
+        if (tw < 0 || tw % g.stride_w != 0 || tw / g.stride_w >= g.out_w) continue;
+        const size_t r = (static_cast<size_t>(c) * g.kernel_h + ki) * g.kernel_w + kj;
+        const size_t p = static_cast<size_t>(th / g.stride_h) * g.out_w + tw / g.stride_w;
+        sum += coln[r * wide + p];
+      }
+    }
+    x[i] = sum;
+  }
+};
+
+// to_bf16_channels_first: element i of the output [channels, outer * inner].
+struct ToBf16ChannelsFirst {
+  bfloat16* out;
+  const float* in;
+  size_t outer, channels, inner;
+  LPSGD_HD void operator()(size_t i) const {
+    const size_t wide = outer * inner;
+    const size_t c = i / wide, q = i % wide;
+    const size_t o = q / inner, k = q % inner;
+    out[i] = bfloat16(in[(o * channels + c) * inner + k]);
+  }
+};
+
+// from_channels_first_bias: element i of y [outer, channels, inner].
+struct FromChannelsFirstBias {
+  float* y;
+  const float* in;
+  const float* bias;
+  size_t outer, channels, inner;
+  bool relu;
+  LPSGD_HD void operator()(size_t i) const {
+    const size_t o = i / (channels * inner), c = (i / inner) % channels, k = i % inner;
+    float v = in[c * (outer * inner) + o * inner + k];
+    v += bias[c];
+    y[i] = relu && !(v > 0.0f) ? 0.0f : v;
+  }
+};
+
+}  // namespace lpsgd::kernels::cuda
