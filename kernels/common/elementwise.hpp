@@ -111,6 +111,24 @@ struct ReduceAddFrom {
   }
 };
 
+/// out0[i] = out1[i] = (a[i] + b[i]) * alpha for float a and b, computed in
+/// float and rounded to the 16-bit T once: two float inputs reduced where
+/// nothing travels between them (LP's two halves of a node), so nothing is
+/// rounded before the sum. out1 may equal out0.
+template <class T>
+struct ReduceAddTo {
+  T* out0;
+  T* out1;
+  const float* a;
+  const float* b;
+  float alpha;
+  LPSGD_HD void operator()(size_t i) const {
+    const float v = static_cast<float>(static_cast<float>(a[i] + b[i]) * alpha);
+    out0[i] = static_cast<T>(v);
+    out1[i] = static_cast<T>(v);
+  }
+};
+
 /// x[i] = value.
 template <class T>
 struct Fill {

@@ -21,7 +21,7 @@ namespace lpsgd::kernels::cpu {
 // bits at every width (no contraction: -std=c++17 keeps -ffp-contract=off).
 namespace {
 
-enum class Op16 { Add, AddScale, Twice, Scale, Axpy, To16, From16, AddFrom };
+enum class Op16 { Add, AddScale, Twice, Scale, Axpy, To16, From16, AddFrom, AddTo };
 struct Args16 {
   Op16 op;
   void* out;
@@ -73,6 +73,10 @@ __attribute__((always_inline)) inline void run16(const Args16& g) {
     case Op16::Axpy: return launch(g.n, Axpy<H>{out, b, al});
     case Op16::To16: return launch(g.n, Convert<H, float>{out, static_cast<const float*>(g.a)});
     case Op16::From16: return launch(g.n, Convert<float, H>{static_cast<float*>(g.out), a});
+    case Op16::AddTo:
+      return launch(g.n, ReduceAddTo<H>{out, g.out1 ? static_cast<H*>(g.out1) : out,
+                                        static_cast<const float*>(g.a),
+                                        static_cast<const float*>(g.b), al});
     case Op16::AddFrom:
       if (g.a_f32 && g.b_f32) return add_from<H, float, float>(g);
       if (g.a_f32) return add_from<H, float, H>(g);
@@ -193,6 +197,36 @@ LPSGD_BF16_TARGET void to_bf16_hw(bfloat16* dst, const float* src, size_t n) {
     _mm512_storeu_si512(dst + i, h);
   }
   for (; i < n; ++i) dst[i] = static_cast<bfloat16>(src[i]);
+}
+
+// (a + b) * alpha of float a, b, rounded to bf16 once: 32 at a time, one
+// VCVTNE2PS2BF16 for both halves (in order: no shuffle back). Under
+// flush-to-zero (CpuDevice sets it) no sum is subnormal and none is tested.
+LPSGD_BF16_TARGET void add_float_to_bf16_hw(bfloat16* o0, bfloat16* o1, const float* a,
+                                            const float* b, float al, size_t n) {
+  const bool ftz = (_mm_getcsr() & 0x8000u) != 0;
+  const __m512 alv = _mm512_set1_ps(al);
+  const auto soft = [&](size_t from, size_t to) {
+    for (size_t i = from; i < to; ++i) {
+      const float v = static_cast<float>(static_cast<float>(a[i] + b[i]) * al);
+      o0[i] = static_cast<bfloat16>(v);
+      if (o1) o1[i] = static_cast<bfloat16>(v);
+    }
+  };
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m512 lo = _mm512_mul_ps(_mm512_add_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i)), alv);
+    const __m512 hi =
+        _mm512_mul_ps(_mm512_add_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16)), alv);
+    if (!ftz && (subnormal_lanes(lo) | subnormal_lanes(hi))) {
+      soft(i, i + 32);
+      continue;
+    }
+    const __m512i h = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+    _mm512_storeu_si512(o0 + i, h);
+    if (o1) _mm512_storeu_si512(o1 + i, h);
+  }
+  soft(i, n);
 }
 
 bool cpu_has_bf16_conversion() {
@@ -360,6 +394,18 @@ void reduce_add_from(DType t, void* out0, void* out1, DType ta, const void* a, D
   }
 #endif
   run16(t, g);
+}
+
+void reduce_add_float_to(DType t, void* out0, void* out1, const float* a, const float* b,
+                         double alpha, size_t n) {
+  LPSGD_CHECK(dtype_is_16bit(t), "reduce_add_float_to: " << dtype_name(t) << " is not a 16-bit type");
+  if (out1 == out0) out1 = nullptr;
+  const float al = static_cast<float>(alpha);
+#if LPSGD_HAVE_BF16_HW
+  if (t == DType::BF16 && cpu_has_bf16_conversion())
+    return add_float_to_bf16_hw(static_cast<bfloat16*>(out0), static_cast<bfloat16*>(out1), a, b, al, n);
+#endif
+  run16(t, {Op16::AddTo, out0, out1, a, b, alpha, n});
 }
 
 void convert(DType to, void* dst, DType from, const void* src, size_t n) {

@@ -40,6 +40,10 @@ void axpy(DType t, void* y, double alpha, const void* x, size_t n);
 /// then reduce_add_twice, in one pass. out1 may be null (one output).
 void reduce_add_from(DType t, void* out0, void* out1, DType ta, const void* a, DType tb,
                      const void* b, double alpha, size_t n);
+/// out0 = out1 = (a + b) * alpha for float a and b, in float, rounded to the
+/// 16-bit t once; out1 may be null (one output).
+void reduce_add_float_to(DType t, void* out0, void* out1, const float* a, const float* b,
+                         double alpha, size_t n);
 /// dst (type `to`) = src (type `from`) for n elements: float to bf16 / fp16
 /// (rounded to nearest even) and back; anything else is an error.
 void convert(DType to, void* dst, DType from, const void* src, size_t n);

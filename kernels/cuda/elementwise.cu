@@ -163,6 +163,19 @@ void reduce_add_from(DType t, void* out0, void* out1, DType ta, const void* a, D
   });
 }
 
+void reduce_add_float_to(DType t, void* out0, void* out1, const float* a, const float* b,
+                         double alpha, size_t n, cudaStream_t s) {
+  LPSGD_CHECK(dtype_is_16bit(t), "reduce_add_float_to: " << dtype_name(t) << " is not a 16-bit type");
+  if (n == 0) return;
+  dispatch_dtype(t, [&](auto tag) {
+    using H = decltype(tag);
+    if constexpr (sizeof(H) == 2) {
+      auto* o0 = static_cast<H*>(out0);
+      launch(n, ReduceAddTo<H>{o0, out1 ? static_cast<H*>(out1) : o0, a, b, static_cast<float>(alpha)}, s);
+    }
+  });
+}
+
 // One element per thread: a conversion moves 6 bytes per element, and the
 // grid-stride loop's loads and stores are coalesced as they are.
 void convert(DType to, void* dst, DType from, const void* src, size_t n, cudaStream_t s) {

@@ -21,6 +21,10 @@ void axpy(DType t, void* y, double alpha, const void* x, size_t n, cudaStream_t 
 /// float (a float rounded to t first), as on the CPU; out1 may be null.
 void reduce_add_from(DType t, void* out0, void* out1, DType ta, const void* a, DType tb,
                      const void* b, double alpha, size_t n, cudaStream_t s);
+/// out0 = out1 = (a + b) * alpha for float a, b, rounded to the 16-bit t
+/// once, as on the CPU; out1 may be null.
+void reduce_add_float_to(DType t, void* out0, void* out1, const float* a, const float* b,
+                         double alpha, size_t n, cudaStream_t s);
 /// dst (type `to`) = src (type `from`): float to bf16 / fp16 and back, with the
 /// CPU's bits (core/half.hpp); anything else is an error.
 void convert(DType to, void* dst, DType from, const void* src, size_t n, cudaStream_t s);

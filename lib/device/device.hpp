@@ -194,6 +194,15 @@ class Device {
     (void)t, (void)out0, (void)out1, (void)ta, (void)a, (void)tb, (void)b, (void)alpha, (void)n;
     LPSGD_THROW("device " << name() << " has no 16-bit conversions");
   }
+  /// out0[i] (and out1[i] unless out1 is null) = (a[i] + b[i]) * alpha for
+  /// float a and b, in float, rounded to the 16-bit t once: LP's two halves
+  /// of a 16-bit message whose inputs are float, where nothing travels
+  /// between the ranks, so no operand is rounded before the sum.
+  virtual void reduce_add_float_to(DType t, void* out0, void* out1, const float* a, const float* b,
+                                   double alpha, size_t n) {
+    (void)t, (void)out0, (void)out1, (void)a, (void)b, (void)alpha, (void)n;
+    LPSGD_THROW("device " << name() << " has no 16-bit conversions");
+  }
   /// dst (type `to`) = src (type `from`) for n elements: float to bf16 / fp16
   /// (round to nearest even) and back.
   virtual void convert(DType to, void* dst, DType from, const void* src, size_t n) {

@@ -33,6 +33,7 @@
 #include "comm/links/device_mpi_link.hpp"
 #include "comm/progress_engine.hpp"
 #include "core/error.hpp"
+#include "core/half.hpp"
 #include "core/rng.hpp"
 #include "device/device.hpp"
 #include "lpsgd/config.hpp"
@@ -242,11 +243,13 @@ TEST(Collectives, SixteenBitWithinBound) {
 
 // A 16-bit reduce or allreduce that reads a float input (CollArgs::in_float,
 // the trainer's --wire) has the bits of converting that input first and
-// reducing the 16-bit copy: LP's halves, its chain (ends, middles, centre),
-// its pair allreduce, short last blocks and the empty message, shared buffers
-// or private ones; the float input is left unchanged. Algorithms that read
-// their input as the message's type refuse a float one with a clear error.
-TEST(Collectives, FloatInputRoundsAsConvertingFirst) {
+// reducing the 16-bit copy wherever data travels: LP's chain (ends, middles,
+// centre), its pair allreduce, short last blocks and the empty message,
+// shared buffers or private ones. LP's two halves of a node, where nothing
+// travels, have the bits of the float sum (chain order) scaled and rounded
+// once. The float input is left unchanged. Algorithms that read their input
+// as the message's type refuse a float one with a clear error.
+TEST(Collectives, FloatInputRoundsOnTheWayOrSumsInFloat) {
   SKIP_WITHOUT_DEVICE();
   Communicator& cm = test_comm();
   const int P = cm.size(), me = cm.rank();
@@ -259,11 +262,15 @@ TEST(Collectives, FloatInputRoundsAsConvertingFirst) {
             const int root = k == CollKind::Allreduce ? 0 : (P - 1) / 2;
             const size_t block = 2 * 1999;
             // Floats with more bits than 16 keep, of both signs and many scales.
-            std::vector<float> x(n);
-            Rng rng(1000u + n, static_cast<uint64_t>(me));
-            for (auto& v : x)
-              v = static_cast<float>((rng.uniform_double() - 0.5) *
-                                     std::ldexp(1.0, static_cast<int>(rng.below(20)) - 10));
+            const auto input = [n](int rank) {
+              std::vector<float> v(n);
+              Rng rng(1000u + n, static_cast<uint64_t>(rank));
+              for (auto& f : v)
+                f = static_cast<float>((rng.uniform_double() - 0.5) *
+                                       std::ldexp(1.0, static_cast<int>(rng.below(20)) - 10));
+              return v;
+            };
+            const std::vector<float> x = input(me);
             // The float input and the outputs: shared ones from alloc_shared
             // (peer links read them in place), else private.
             DeviceBuffer own_in(dev, std::max<size_t>(1, n) * 4), own_out(dev, std::max<size_t>(1, n) * 2),
@@ -291,7 +298,15 @@ TEST(Collectives, FloatInputRoundsAsConvertingFirst) {
                                      (share ? " shared" : " private") + " variant=" + variant;
             EXPECT_EQ(to_host<float>(in, n), x) << what << ": the float input changed";
             if (k == CollKind::Reduce && me != root) continue;
-            const auto want = to_host<uint16_t>(own_ref.data(), n);
+            auto want = to_host<uint16_t>(own_ref.data(), n);
+            if (variant == "halves") {  // the float sum x0 + x1, scaled and rounded once
+              const std::vector<float> x0 = input(0), x1 = input(1);
+              const float alpha = op == ReduceOp::Avg ? static_cast<float>(1.0 / P) : 1.0f;
+              for (size_t i = 0; i < n; ++i) {
+                const float v = static_cast<float>(static_cast<float>(x0[i] + x1[i]) * alpha);
+                want[i] = t == DType::BF16 ? bf16_bits_from_float(v) : f16_bits_from_float(v);
+              }
+            }
             const auto got = to_host<uint16_t>(out, n);
             for (size_t i = 0; i < n; ++i)
               ASSERT_EQ(got[i], want[i]) << what << ", element " << i << " on rank " << me;

@@ -6,6 +6,9 @@
 #include <limits>
 #include <utility>
 #include <vector>
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
 
 #include "core/half.hpp"
 #include "core/rng.hpp"
@@ -329,6 +332,53 @@ TEST(CpuDevice, ReduceAddFromIsConvertThenReduce) {
   EXPECT_THROW(dev->reduce_add_from(DType::BF16, y.data(), nullptr, DType::F16, y.data(), DType::F32,
                                     x.data(), 1.0, 4),
                Error);
+}
+
+// LP's two halves of a node with float inputs and a 16-bit output
+// (reduce_add_float_to): the float sum, scaled, rounded once, as
+// core/half.hpp rounds; one output and two; with the CPU's flush-to-zero and
+// denormals-are-zero (as CpuDevice sets them) and without, on values whose
+// sums fall subnormal (AVX512_BF16's instruction would flush those: the
+// vector takes the software path), ties, overflow, infinities and NaNs.
+TEST(CpuDevice, ReduceAddFloatToRoundsTheFloatSumOnce) {
+  auto dev = make_device(DeviceKind::Cpu);
+#if defined(__x86_64__)
+  const unsigned csr = _mm_getcsr();
+#endif
+  for (bool flush : {true, false}) {
+#if defined(__x86_64__)
+    _mm_setcsr(flush ? (csr | 0x8040u) : (csr & ~0x8040u));
+#else
+    if (!flush) break;
+#endif
+    for (DType t : {DType::BF16, DType::F16})
+      for (size_t n : {size_t(0), size_t(1), size_t(31), size_t(32), size_t(33), size_t(4097)}) {
+        Rng r(12, n);
+        std::vector<float> a(n), b(n);
+        for (size_t i = 0; i < n; ++i) {
+          a[i] = static_cast<float>((r.uniform_double() - 0.5) * 64);
+          b[i] = static_cast<float>((r.uniform_double() - 0.5) * 0.01);
+          if (i % 7 == 3) a[i] = 2e-38f, b[i] = i % 3 ? -1.5e-38f : 0.0f;  // sums or halves subnormal
+          if (i % 11 == 5) a[i] = i % 2 ? std::numeric_limits<float>::quiet_NaN() : 3.3e38f;
+          if (i % 13 == 6) a[i] = 0x1.018p+0f, b[i] = 0.0f;  // a bf16 tie
+        }
+        for (double alpha : {1.0, 0.5, 1.0 / 3}) {
+          std::vector<uint16_t> want(n), one(n), two0(n), two1(n);
+          for (size_t i = 0; i < n; ++i) {
+            const float v = static_cast<float>(static_cast<float>(a[i] + b[i]) * static_cast<float>(alpha));
+            want[i] = t == DType::BF16 ? bf16_bits_from_float(v) : f16_bits_from_float(v);
+          }
+          dev->reduce_add_float_to(t, one.data(), nullptr, a.data(), b.data(), alpha, n);
+          dev->reduce_add_float_to(t, two0.data(), two1.data(), a.data(), b.data(), alpha, n);
+          ASSERT_EQ(one, want) << dtype_name(t) << " n=" << n << " alpha=" << alpha << " flush=" << flush;
+          ASSERT_EQ(two0, want) << dtype_name(t) << " n=" << n;
+          ASSERT_EQ(two1, want) << dtype_name(t) << " n=" << n;
+        }
+      }
+  }
+#if defined(__x86_64__)
+  _mm_setcsr(csr);
+#endif
 }
 
 TEST(CpuDevice, AllocIsZeroedAndAligned) {

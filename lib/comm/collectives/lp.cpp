@@ -42,10 +42,12 @@
 //
 // A 16-bit message whose input is float (CollArgs::in_float: the trainer's
 // --wire bf16 reads its float gradients) is converted where the input is
-// first read: a chain end converts its block into the send slot, every
+// first read: a chain end converts its block into the send slot and every
 // addition with this rank's input rounds that operand to 16 bits as it reads
-// it (Device::reduce_add_from), and the two halves read both float inputs
-// and write 16-bit outputs. The bits are those of converting first.
+// it (Device::reduce_add_from): the bits of converting first. The two halves
+// of a node, where nothing travels, add the two float inputs in float and
+// round the sum once (Device::reduce_add_float_to): one rounding where the
+// chain makes three, and a pass about as cheap as the float message's.
 #include <algorithm>
 #include <array>
 #include <memory>
@@ -219,13 +221,18 @@ class LpCollective final : public LpBlocks {
     const DType t = args_.dtype;
     switch (args_.kind) {
       case CollKind::Allreduce:  // one pass: each byte read once, written once
-        if (args_.in_float)
-          dev_.reduce_add_from(t, y_[0] + off, y_[1] + off, DType::F32, x0, DType::F32, x1, alpha, n);
+        if (args_.in_float)  // nothing travels: the float sum, rounded once
+          dev_.reduce_add_float_to(t, y_[0] + off, y_[1] + off, reinterpret_cast<const float*>(x0),
+                                   reinterpret_cast<const float*>(x1), alpha, n);
         else
           dev_.reduce_add_twice(t, y_[0] + off, y_[1] + off, x0, x1, alpha, n, uncached_);
         break;
       case CollKind::Reduce:
-        add_in(y_[args_.root] + off, x0, true, x1, true, n, alpha);
+        if (args_.in_float)
+          dev_.reduce_add_float_to(t, y_[args_.root] + off, nullptr, reinterpret_cast<const float*>(x0),
+                                   reinterpret_cast<const float*>(x1), alpha, n);
+        else
+          add(y_[args_.root] + off, x0, x1, n, alpha);
         break;
       case CollKind::Bcast: {
         // Piece by piece, so that the second output reads the root's input

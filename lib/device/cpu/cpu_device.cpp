@@ -150,6 +150,11 @@ void CpuDevice::reduce_add_from(DType t, void* out0, void* out1, DType ta, const
   kernels::cpu::reduce_add_from(t, out0, out1, ta, a, tb, b, alpha, n);
 }
 
+void CpuDevice::reduce_add_float_to(DType t, void* out0, void* out1, const float* a,
+                                    const float* b, double alpha, size_t n) {
+  kernels::cpu::reduce_add_float_to(t, out0, out1, a, b, alpha, n);
+}
+
 void CpuDevice::convert(DType to, void* dst, DType from, const void* src, size_t n) {
   kernels::cpu::convert(to, dst, from, src, n);
 }

@@ -61,6 +61,8 @@ class CpuDevice : public Device {
   void sgd_update_from(DType g_type, float* w, float* v, const void* g, size_t n,
                        const kernels::SgdHyper& h) override;
   void convert(DType to, void* dst, DType from, const void* src, size_t n) override;
+  void reduce_add_float_to(DType t, void* out0, void* out1, const float* a, const float* b,
+                           double alpha, size_t n) override;
   void reduce_add_from(DType t, void* out0, void* out1, DType ta, const void* a, DType tb,
                        const void* b, double alpha, size_t n) override;
 

@@ -520,6 +520,11 @@ class CudaDevice final : public Device {
     bind();
     kernels::cuda::convert(to, dst, from, src, n, stream_);
   }
+  void reduce_add_float_to(DType t, void* out0, void* out1, const float* a, const float* b,
+                           double alpha, size_t n) override {
+    bind();
+    kernels::cuda::reduce_add_float_to(t, out0, out1, a, b, alpha, n, stream_);
+  }
   void reduce_add_from(DType t, void* out0, void* out1, DType ta, const void* a, DType tb,
                        const void* b, double alpha, size_t n) override {
     bind();
