@@ -87,6 +87,25 @@ struct Im2col {
   }
 };
 
+/// Col2im's sum for input element (c, h, w): the col entries im2col copied
+/// it to, in a fixed order; `row` is the distance between col's rows (its
+/// columns: one image's, or a batch's side by side).
+LPSGD_HD float col2im_sum(const float* col, size_t row, const Window2d& g, int c, int h, int w) {
+  float sum = 0.0f;
+  for (int ki = 0; ki < g.kernel_h; ++ki) {
+    const int th = h + g.pad_h - ki;  // = oh * stride_h for the output that reads (h, w)
+    if (th < 0 || th % g.stride_h != 0 || th / g.stride_h >= g.out_h) continue;
+    for (int kj = 0; kj < g.kernel_w; ++kj) {
+      const int tw = w + g.pad_w - kj;
+      if (tw < 0 || tw % g.stride_w != 0 || tw / g.stride_w >= g.out_w) continue;
+      const size_t r = (static_cast<size_t>(c) * g.kernel_h + ki) * g.kernel_w + kj;
+      const size_t p = static_cast<size_t>(th / g.stride_h) * g.out_w + tw / g.stride_w;
+      sum += col[r * row + p];
+    }
+  }
+  return sum;
+}
+
 /// The adjoint of Im2col: x[c, h, w] = sum of the col entries that read it.
 /// Overwrites x. i in [0, channels * in_h * in_w).
 struct Col2im {
@@ -97,20 +116,7 @@ struct Col2im {
     const size_t plane = g.in_plane();
     const int c = static_cast<int>(i / plane);
     const int h = static_cast<int>((i % plane) / g.in_w), w = static_cast<int>(i % g.in_w);
-    const size_t cols = g.col_cols();
-    float sum = 0.0f;
-    for (int ki = 0; ki < g.kernel_h; ++ki) {
-      const int th = h + g.pad_h - ki;  // = oh * stride_h for the output that reads (h, w)
-      if (th < 0 || th % g.stride_h != 0 || th / g.stride_h >= g.out_h) continue;
-      for (int kj = 0; kj < g.kernel_w; ++kj) {
-        const int tw = w + g.pad_w - kj;
-        if (tw < 0 || tw % g.stride_w != 0 || tw / g.stride_w >= g.out_w) continue;
-        const size_t r = (static_cast<size_t>(c) * g.kernel_h + ki) * g.kernel_w + kj;
-        const size_t p = static_cast<size_t>(th / g.stride_h) * g.out_w + tw / g.stride_w;
-        sum += col[r * cols + p];
-      }
-    }
-    x[i] = sum;
+    x[i] = col2im_sum(col, g.col_cols(), g, c, h, w);
   }
 };
 

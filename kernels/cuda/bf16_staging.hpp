@@ -64,21 +64,8 @@ struct Col2imBatch {
     const size_t n = i / image, e = i % image;
     const int c = static_cast<int>(e / plane);
     const int h = static_cast<int>((e % plane) / g.in_w), w = static_cast<int>(e % g.in_w);
-    const size_t cols = g.col_cols(), wide = batch * cols;
-    const float* coln = col + n * cols;
-    float sum = 0.0f;
-    for (int ki = 0; ki < g.kernel_h; ++ki) {
-      const int th = h + g.pad_h - ki;
-      if (th < 0 || th % g.stride_h != 0 || th / g.stride_h >= g.out_h) continue;
-      for (int kj = 0; kj < g.kernel_w; ++kj) {
-        const int tw = w + g.pad_w - kj;
-        if (tw < 0 || tw % g.stride_w != 0 || tw / g.stride_w >= g.out_w) continue;
-        const size_t r = (static_cast<size_t>(c) * g.kernel_h + ki) * g.kernel_w + kj;
-        const size_t p = static_cast<size_t>(th / g.stride_h) * g.out_w + tw / g.stride_w;
-        sum += coln[r * wide + p];
-      }
-    }
-    x[i] = sum;
+    const size_t cols = g.col_cols();
+    x[i] = col2im_sum(col + n * cols, batch * cols, g, c, h, w);
   }
 };
 

@@ -92,6 +92,7 @@ Communicator::Communicator(MPI_Comm parent, Device& dev, CommOptions opts)
     }
   }
   model_.window = opts_.window;
+  model_.mpi_message = opts_.mpi_message_bytes;
   LPSGD_DEBUG("chain " << chain_->describe());
 }
 

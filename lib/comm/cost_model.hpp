@@ -81,6 +81,10 @@ class CostModel {
   /// LP blocks in flight per link (the communicator's W): not calibrated, but
   /// it decides whether receiving and reducing overlap.
   int window = 1;
+  /// The largest MPI message (the communicator's mpi_message_bytes): what a
+  /// round-by-round schedule's emptied pipe costs per round across a
+  /// network (predict: MST, BE). Not calibrated; 0 prices no such cost.
+  size_t mpi_message = 0;
   /// MPI links: each chain neighbour has its own link (a ring network) rather
   /// than one NIC per node into a switch. Calibration key mpi_neighbour_links;
   /// calibrate() measures it where the chain spans three machines or more (a
