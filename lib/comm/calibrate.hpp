@@ -18,12 +18,13 @@ class Communicator;
 /// the same model.
 CostModel calibrate(MPI_Comm parent, Device& dev, int ranks_per_node, int reps = 50);
 
-/// Whether `m` still describes c's MPI links: streams a few 256 KiB blocks
-/// over the chain's first MPI link (some 10 to 100 ms) and compares the
-/// period with m's α + b·β, within a factor of 1.5. True where the chain has
-/// no MPI link. Collective over c; every rank gets the same answer. Sets
-/// `measured_s` and `predicted_s` to the two periods.
+/// Whether `m` still describes c's links: streams a few 256 KiB blocks over
+/// the chain's first MPI link (some 10 to 100 ms) and its first peer link
+/// (under a millisecond) and compares each period with m's α + b·β, within a
+/// factor of 1.5 (MPI) or 3 (peer links). Collective over c; every rank gets
+/// the same answer. Where one does not fit, sets `measured_s`, `predicted_s`
+/// and `kind` to its two periods and its kind.
 bool links_match(Communicator& c, const CostModel& m, double* measured_s = nullptr,
-                 double* predicted_s = nullptr);
+                 double* predicted_s = nullptr, LinkKind* kind = nullptr);
 
 }  // namespace lpsgd::comm

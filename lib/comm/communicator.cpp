@@ -80,11 +80,15 @@ Communicator::Communicator(MPI_Comm parent, Device& dev, CommOptions opts)
   share_model();
   if (opts_.calibrate_if_missing && size() > 1 && dev.kind() == DeviceKind::Cpu && !build::smpi) {
     double measured = 0, predicted = 0;
+    LinkKind kind = LinkKind::Mpi;
     if (!model_.calibrated) {
       calibrate_now();
-    } else if (opts_.calibration_file.empty() && !links_match(*this, model_, &measured, &predicted)) {
-      // The same nodes, other links (another rate, another network): measure again.
-      LPSGD_INFO("the calibration in " << model_.source << " no longer fits the MPI links (a "
+    } else if (opts_.calibration_file.empty() &&
+               !links_match(*this, model_, &measured, &predicted, &kind)) {
+      // The same nodes, other links (another rate, another network), or a
+      // calibration made under load: measure again.
+      LPSGD_INFO("the calibration in " << model_.source << " no longer fits the "
+                                       << (kind == LinkKind::Mpi ? "MPI" : "peer") << " links (a "
                                        << std::lround(static_cast<double>(256u << 10) / 1024)
                                        << " KiB block took " << std::setprecision(3) << 1e3 * measured
                                        << " ms, it predicts " << 1e3 * predicted << " ms): measuring again");

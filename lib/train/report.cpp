@@ -40,22 +40,25 @@ MetricsWriter::~MetricsWriter() {
 
 void MetricsWriter::write(const MetricsRecord& r) {
   if (!f_) return;
-  // %.9g keeps losses and times exact enough to compare runs.
-  char test_loss[32] = "null", test_acc[32] = "null";
-  if (r.tested) {
-    std::snprintf(test_loss, sizeof test_loss, "%.9g", r.test_loss);
-    std::snprintf(test_acc, sizeof test_acc, "%.9g", r.test_acc);
-  }
+  // %.9g keeps losses and times exact enough to compare runs; a loss that
+  // is not a number (a diverged run) is null, which JSON can hold.
+  const auto num = [](double v) {
+    char b[32] = "null";
+    if (std::isfinite(v)) std::snprintf(b, sizeof b, "%.9g", v);
+    return std::string(b);
+  };
+  const std::string test_loss = r.tested ? num(r.test_loss) : "null";
+  const std::string test_acc = r.tested ? num(r.test_acc) : "null";
   std::fprintf(f_,
                "{\"kind\": \"%s\", \"epoch\": %.6g, \"step\": %lld, \"samples\": %llu, "
-               "\"train_loss\": %.9g, \"train_acc\": %.9g, \"test_loss\": %s, "
+               "\"train_loss\": %s, \"train_acc\": %s, \"test_loss\": %s, "
                "\"test_acc\": %s, \"samples_per_s\": %.9g, \"train_s\": %.9g, "
                "\"compute_s\": %.9g, \"comm_s\": %.9g, \"comm_wait_s\": %.9g, "
                "\"data_s\": %.9g, \"eval_s\": %.9g, \"ckpt_s\": %.9g, \"lr\": %.9g, "
                "\"ranks\": %d, \"batch\": %lld, \"checksum\": \"%s\"}\n",
                r.kind, r.epoch, static_cast<long long>(r.step),
-               static_cast<unsigned long long>(r.samples), r.train_loss, r.train_acc, test_loss,
-               test_acc, r.samples_per_s, r.train_s, r.compute_s, r.comm_s, r.comm_wait_s,
+               static_cast<unsigned long long>(r.samples), num(r.train_loss).c_str(),
+               num(r.train_acc).c_str(), test_loss.c_str(), test_acc.c_str(), r.samples_per_s, r.train_s, r.compute_s, r.comm_s, r.comm_wait_s,
                r.data_s, r.eval_s, r.ckpt_s, r.lr, r.ranks, static_cast<long long>(r.batch),
                r.checksum.c_str());
   std::fflush(f_);

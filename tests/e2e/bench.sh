@@ -84,6 +84,21 @@ else
   echo "FAIL: jobs/local/floor.sh:"; cat "$tmp/floor-run.out"; fails=$((fails + 1))
 fi
 
+# A cached calibration that no longer fits this machine's peer links (one
+# made while a peer was descheduled: α_shm of 4 ms) is measured again, and
+# auto then takes LP on one node, as a fresh calibration does.
+home="$tmp/home"
+mkdir -p "$home/.cache/lpsgd"
+printf '%s\n' 'alpha_shm = 0.004' 'beta_shm = 2e-10' 'alpha_mpi = 2e-06' 'beta_mpi = 2e-10' \
+  'gamma = 3e-10' >"$home/.cache/lpsgd/calibration-$(hostname).ini"
+HOME=$home run 2 --algo auto --sizes 1M,4M -n 1 -w 1 >"$tmp/stale.out" 2>&1
+if grep -q "no longer fits the peer links" "$tmp/stale.out" && [[ $(grep -c ' auto:lp ' "$tmp/stale.out") -eq 2 ]] &&
+   ! grep -q 'alpha_shm = 0.004' "$home/.cache/lpsgd/calibration-$(hostname).ini"; then
+  echo "ok: a stale peer-link calibration is measured again; auto then takes LP"
+else
+  echo "FAIL: stale calibration:"; cat "$tmp/stale.out"; fails=$((fails + 1))
+fi
+
 expect_error 2 "unknown algorithm 'fast'" -- "$LPSGD" bench --algo fast
 expect_error 2 "unknown collective 'gather'" -- "$LPSGD" bench --op gather
 expect_error 2 "exceeds --maxbytes" -- "$LPSGD" bench -b 2M -e 1M
