@@ -2,9 +2,12 @@
 // shape rules every source of a model is checked with (see desc.hpp).
 #include "model/desc.hpp"
 
+#include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
 
 #include "core/error.hpp"
@@ -123,9 +126,16 @@ void alexnet(ModelDesc& m, const std::string& spec, const std::vector<int64_t>& 
 
 std::string pair(int a, int b) { return std::to_string(a) + "x" + std::to_string(b); }
 
+// A float that reads back as itself (9 significant digits), never in
+// exponent form: '-' separates a spec's layers, so "6.1e-05" would cut one
+// in two (found by fuzz_onnx). Small values are written out in full.
 std::string float_text(float v) {
-  char buf[32];
+  char buf[80];
   std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(v));
+  if (std::strchr(buf, 'e')) {
+    const int exp10 = static_cast<int>(std::floor(std::log10(std::fabs(static_cast<double>(v)))));
+    std::snprintf(buf, sizeof buf, "%.*f", std::max(0, 8 - exp10), static_cast<double>(v));
+  }
   return buf;
 }
 

@@ -95,6 +95,22 @@ TEST(ModelSpec, LayerListsWithEveryOption) {
   EXPECT_EQ(from_spec("layers:linear(4)", {1, 2, 3}).input_shape, (std::vector<int64_t>{6}));
 }
 
+// A dropout probability of any size reads back as the same float from the
+// canonical form: never in exponent form, whose '-' would cut the layer list
+// (fuzz_onnx found 6.10351562e-05 did).
+TEST(ModelSpec, DropoutProbabilitiesOfEverySizeParseBack) {
+  for (float p : {0.0f, 6.10351562e-05f, 1e-30f, 1.4e-45f, 0.001f, 0.1f, 0.25f, 0.3333333f,
+                  0.99999994f}) {
+    ModelDesc d = from_spec("layers:flatten-dropout(0.5)-linear(3)", {1, 2, 2});
+    d.layers[1].p = p;
+    const std::string text = d.canonical();
+    const size_t at = text.find("dropout(") + 8;
+    EXPECT_EQ(text.substr(at, text.find(')', at) - at).find_first_of("e-"), std::string::npos) << text;
+    const ModelDesc back = from_spec(text, {1, 2, 2});
+    EXPECT_EQ(back.layers[1].p, p) << text;
+  }
+}
+
 TEST(ModelSpec, BadSpecsAreOneLineUsageErrors) {
   for (const char* s : {"layers:", "layers:conv", "layers:conv(4)", "layers:conv(4,0x3)",
                         "layers:softmax-relu", "layers:dropout(1)", "layers:linear(3,bias)",
