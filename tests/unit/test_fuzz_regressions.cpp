@@ -207,5 +207,15 @@ TEST(FuzzRegression, OnnxTensorClaimingMoreValuesThanItHoldsIsRefused) {
       "holds 8 bytes for its shape [520076286] of 520076286 float32 values");
 }
 
+// A graph with a Dropout of ratio 6.10351562e-05: its canonical layer list
+// wrote the ratio in exponent form, whose '-' cut the list, so it did not
+// parse back.
+TEST(FuzzRegression, OnnxDropoutRatioCanonicalListParsesBack) {
+  if (!model::onnx_available()) GTEST_SKIP() << "built without ONNX";
+  const model::ModelDesc d = model::read_onnx(input("onnx", "dropout-exponent-in-canonical-text.onnx"));
+  const model::ModelDesc back = model::from_spec(d.canonical(), d.input_shape);
+  EXPECT_EQ(back.canonical(), d.canonical());
+}
+
 }  // namespace
 }  // namespace lpsgd
