@@ -45,6 +45,11 @@ namespace {
 constexpr int kRingTag = 8;
 /// Receives posted ahead of the one being waited for.
 constexpr size_t kRecvsAhead = 16;
+/// Chunks sent and not yet complete: 8 MiB in flight covers a link's
+/// bandwidth-delay product (25 MB/s x 100 ms, 1.25 GB/s x 1 ms) while the
+/// MPI messages in flight between two ranks stay far below the 65,536 at
+/// which Open MPI's 16-bit sequence numbers wrap (requests.hpp).
+constexpr size_t kSendsAhead = 32;
 
 // The round-by-round schedule, for staged MPI.
 std::unique_ptr<Collective> make_ring_schedule(Communicator& c, const CollArgs& a) {
@@ -188,7 +193,7 @@ class RingAllreduce final : public Collective {
         arrived(r_done_++);
         again = true;
       }
-      while (s_posted_ < K_ && can_send(s_posted_)) {
+      while (s_posted_ < K_ && s_posted_ < s_done_ + kSendsAhead && can_send(s_posted_)) {
         post_send(s_posted_++);
         again = true;
       }
