@@ -36,27 +36,14 @@ struct Args16 {
 template <class T>
 inline void sum_twice(T* o0, T* o1, const T* x, const T* y, double alpha, size_t n);
 
-// ReduceAddFrom's arithmetic; one output or two (stored from the float value,
-// as sum_twice: storing a 16-bit struct twice keeps the loop scalar).
+// ReduceAddFrom over operands of types SA and SB; one output or two (out1
+// null or equal to out: both stores go to out).
 template <class H, class SA, class SB>
 __attribute__((always_inline)) inline void add_from(const Args16& g) {
   auto* o0 = static_cast<H*>(g.out);
-  auto* o1 = static_cast<H*>(g.out1);
-  const auto* a = static_cast<const SA*>(g.a);
-  const auto* b = static_cast<const SB*>(g.b);
-  const float al = static_cast<float>(g.alpha);
-  if (!o1 || o1 == o0) {
-    launch(g.n, [=](size_t i) {
-      o0[i] = static_cast<H>(static_cast<float>((as_wire<H>(a[i]) + as_wire<H>(b[i])) * al));
-    });
-    return;
-  }
-#pragma GCC ivdep
-  for (size_t i = 0; i < g.n; ++i) {
-    const float v = static_cast<float>((as_wire<H>(a[i]) + as_wire<H>(b[i])) * al);
-    o0[i] = static_cast<H>(v);
-    o1[i] = static_cast<H>(v);
-  }
+  launch(g.n, ReduceAddFrom<H, SA, SB>{o0, g.out1 ? static_cast<H*>(g.out1) : o0,
+                                       static_cast<const SA*>(g.a), static_cast<const SB*>(g.b),
+                                       static_cast<float>(g.alpha)});
 }
 
 template <class H>
@@ -158,12 +145,9 @@ LPSGD_BF16_TARGET void add_from_bf16_hw(const Args16& g) {
       0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23,
       8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
   const __m512i order = _mm512_load_si512(kInterleave);
+  const ReduceAddFrom<bfloat16, SA, SB> f{o0, o1 ? o1 : o0, a, b, al};  // the software path
   const auto soft = [&](size_t from, size_t to) {
-    for (size_t i = from; i < to; ++i) {
-      const float v = static_cast<float>((as_wire<bfloat16>(a[i]) + as_wire<bfloat16>(b[i])) * al);
-      o0[i] = static_cast<bfloat16>(v);
-      if (o1) o1[i] = static_cast<bfloat16>(v);
-    }
+    for (size_t i = from; i < to; ++i) f(i);
   };
   size_t i = 0;
   for (; i + 32 <= g.n; i += 32) {
@@ -186,17 +170,18 @@ LPSGD_BF16_TARGET void add_from_bf16_hw(const Args16& g) {
 
 // float -> bf16, 32 at a time (a vector with a subnormal: software).
 LPSGD_BF16_TARGET void to_bf16_hw(bfloat16* dst, const float* src, size_t n) {
+  const Convert<bfloat16, float> f{dst, src};  // the software path
   size_t i = 0;
   for (; i + 32 <= n; i += 32) {
     __mmask16 sub = 0;
     const __m512i h = load32_bf16<true>(src, i, &sub);
     if (sub) {
-      for (size_t j = i; j < i + 32; ++j) dst[j] = static_cast<bfloat16>(src[j]);
+      for (size_t j = i; j < i + 32; ++j) f(j);
       continue;
     }
     _mm512_storeu_si512(dst + i, h);
   }
-  for (; i < n; ++i) dst[i] = static_cast<bfloat16>(src[i]);
+  for (; i < n; ++i) f(i);
 }
 
 // (a + b) * alpha of float a, b, rounded to bf16 once: 32 at a time, one
@@ -206,12 +191,9 @@ LPSGD_BF16_TARGET void add_float_to_bf16_hw(bfloat16* o0, bfloat16* o1, const fl
                                             const float* b, float al, size_t n) {
   const bool ftz = (_mm_getcsr() & 0x8000u) != 0;
   const __m512 alv = _mm512_set1_ps(al);
+  const ReduceAddTo<bfloat16> f{o0, o1 ? o1 : o0, a, b, al};  // the software path
   const auto soft = [&](size_t from, size_t to) {
-    for (size_t i = from; i < to; ++i) {
-      const float v = static_cast<float>(static_cast<float>(a[i] + b[i]) * al);
-      o0[i] = static_cast<bfloat16>(v);
-      if (o1) o1[i] = static_cast<bfloat16>(v);
-    }
+    for (size_t i = from; i < to; ++i) f(i);
   };
   size_t i = 0;
   for (; i + 32 <= n; i += 32) {
