@@ -130,17 +130,17 @@ void GradSync::launch(size_t b) {
     // A 16-bit bucket: LP reads the float gradients and rounds them as it
     // first reads them (no pass of its own); any other algorithm gets them
     // converted first, on the compute queue (it starts after that, as after
-    // backward). The same bits either way.
+    // backward), and runs in place on the 16-bit copy.
     const float* grads = model_.grads().data() + buckets_[b].offset;
     comm::CollArgs a{kind, grads, travelling(b), n, wire_, comm::ReduceOp::Avg, 0};
     a.in_float = true;
     const auto [algo, block] = comm_.resolve(opt_.algo, a, opt_.block_bytes);
-    if (comm::reads_float_input(algo)) {
-      grad_coll_[b] = comm_.create(algo, a, block);
-    } else {
+    if (!comm::reads_float_input(algo)) {
       model_.device().convert(wire_, travelling(b), DType::F32, grads, n);
-      grad_coll_[b] = make(kind, wire_, travelling(b), n);
+      a.in = a.out;
+      a.in_float = false;
     }
+    grad_coll_[b] = comm_.create(algo, a, block);
   } else {
     grad_coll_[b] = make(kind, wire_, travelling(b), n);
   }
