@@ -188,8 +188,7 @@ class RingAllreduce final : public Collective {
         post_recv(r_posted_++);
         again = true;
       }
-      while (r_done_ < r_posted_ &&
-             test_all(&r_reqs_[r_off_[r_done_]], r_off_[r_done_ + 1] - r_off_[r_done_])) {
+      while (r_done_ < r_posted_ && complete(r_reqs_, r_off_, r_done_)) {
         arrived(r_done_++);
         again = true;
       }
@@ -197,16 +196,17 @@ class RingAllreduce final : public Collective {
         post_send(s_posted_++);
         again = true;
       }
-      while (s_done_ < s_posted_ &&
-             test_all(&s_reqs_[s_off_[s_done_]], s_off_[s_done_ + 1] - s_off_[s_done_])) {
+      while (s_done_ < s_posted_ && complete(s_reqs_, s_off_, s_done_)) {
         ++s_done_;
         again = true;
       }
       moved |= again;
     }
-    if (r_done_ < K_ || s_done_ < K_) return false;
-    // An average of one segment per rank: the other ranks' segments arrive scaled.
-    return true;
+    return r_done_ == K_ && s_done_ == K_;
+  }
+  // Whether chunk k's MPI requests (reqs[off[k], off[k + 1])) have all completed.
+  static bool complete(std::vector<MPI_Request>& reqs, const std::vector<size_t>& off, size_t k) {
+    return test_all(&reqs[off[k]], off[k + 1] - off[k]);
   }
 
   void pending_requests(std::vector<MPI_Request*>& out) override {
