@@ -52,6 +52,19 @@ inline Window2d make_window2d(int channels, int in_h, int in_w, int kernel_h, in
 /// so a convolution is one GEMM. operator()(i) does element i in
 /// [0, col_rows * col_cols) (one GPU thread each); row(r) does a whole row
 /// without the index divisions, which is what a CPU loop wants.
+/// Im2col's entry (r, p) for the image x: the input element that row r
+/// (channel, kernel row, kernel column) reads at output position p, or 0 in
+/// the padding.
+LPSGD_HD float im2col_value(const float* x, const Window2d& g, size_t r, size_t p) {
+  const int kk = g.kernel_h * g.kernel_w;
+  const int c = static_cast<int>(r / kk), k = static_cast<int>(r % kk);
+  const int ki = k / g.kernel_w, kj = k % g.kernel_w;
+  const int oh = static_cast<int>(p / g.out_w), ow = static_cast<int>(p % g.out_w);
+  const int ih = oh * g.stride_h - g.pad_h + ki, iw = ow * g.stride_w - g.pad_w + kj;
+  const bool inside = ih >= 0 && ih < g.in_h && iw >= 0 && iw < g.in_w;
+  return inside ? x[(static_cast<size_t>(c) * g.in_h + ih) * g.in_w + iw] : 0.0f;
+}
+
 struct Im2col {
   float* col;
   const float* x;
@@ -76,14 +89,7 @@ struct Im2col {
   }
   LPSGD_HD void operator()(size_t i) const {
     const size_t cols = g.col_cols();
-    const size_t r = i / cols, p = i % cols;
-    const int kk = g.kernel_h * g.kernel_w;
-    const int c = static_cast<int>(r / kk), k = static_cast<int>(r % kk);
-    const int ki = k / g.kernel_w, kj = k % g.kernel_w;
-    const int oh = static_cast<int>(p / g.out_w), ow = static_cast<int>(p % g.out_w);
-    const int ih = oh * g.stride_h - g.pad_h + ki, iw = ow * g.stride_w - g.pad_w + kj;
-    const bool inside = ih >= 0 && ih < g.in_h && iw >= 0 && iw < g.in_w;
-    col[i] = inside ? x[(static_cast<size_t>(c) * g.in_h + ih) * g.in_w + iw] : 0.0f;
+    col[i] = im2col_value(x, g, i / cols, i % cols);
   }
 };
 
@@ -189,20 +195,23 @@ struct BiasAdd {
   LPSGD_HD void operator()(size_t i) const { y[i] += bias[(i / inner) % channels]; }
 };
 
-/// db[c] = sum over o, k of dy[o, c, k]; overwrites db. i = c in [0, channels).
-struct BiasGrad {
+/// db[c] = sum over o, k of dy[o, c, k] in float; overwrites db. i = c in
+/// [0, channels). dy is float, or a 16-bit type widened as it is read.
+template <class T>
+struct BiasGradOf {
   float* db;
-  const float* dy;
+  const T* dy;
   size_t outer, channels, inner;
   LPSGD_HD void operator()(size_t c) const {
     float sum = 0.0f;
     for (size_t o = 0; o < outer; ++o) {
-      const float* row = dy + (o * channels + c) * inner;
-      for (size_t k = 0; k < inner; ++k) sum += row[k];
+      const T* row = dy + (o * channels + c) * inner;
+      for (size_t k = 0; k < inner; ++k) sum += static_cast<float>(row[k]);
     }
     db[c] = sum;
   }
 };
+using BiasGrad = BiasGradOf<float>;
 
 /// y[i] = max(x[i], 0); y may be x.
 struct ReluForward {

@@ -16,19 +16,7 @@ namespace lpsgd::kernels::cuda {
 
 // BiasGrad (kernels/common/nn.hpp) over a bf16 dy: one thread per channel,
 // the same order of additions.
-struct BiasGradBf16 {
-  float* db;
-  const bfloat16* dy;
-  size_t outer, channels, inner;
-  LPSGD_HD void operator()(size_t c) const {
-    float sum = 0.0f;
-    for (size_t o = 0; o < outer; ++o) {
-      const bfloat16* row = dy + (o * channels + c) * inner;
-      for (size_t k = 0; k < inner; ++k) sum += static_cast<float>(row[k]);
-    }
-    db[c] = sum;
-  }
-};
+using BiasGradBf16 = BiasGradOf<bfloat16>;
 
 // im2col_bf16: element i of the [rows, batch * P] matrix, Im2col's gather for
 // image n = (i % (batch P)) / P, rounded to bf16.
@@ -40,15 +28,9 @@ struct Im2colBf16Batch {
   LPSGD_HD void operator()(size_t i) const {
     const size_t cols = g.col_cols(), wide = batch * cols;
     const size_t r = i / wide, q = i % wide;
-    const size_t n = q / cols, p = q % cols;
-    const int kk = g.kernel_h * g.kernel_w;
-    const int c = static_cast<int>(r / kk), k = static_cast<int>(r % kk);
-    const int ki = k / g.kernel_w, kj = k % g.kernel_w;
-    const int oh = static_cast<int>(p / g.out_w), ow = static_cast<int>(p % g.out_w);
-    const int ih = oh * g.stride_h - g.pad_h + ki, iw = ow * g.stride_w - g.pad_w + kj;
-    const bool inside = ih >= 0 && ih < g.in_h && iw >= 0 && iw < g.in_w;
+    const size_t n = q / cols;
     const float* xn = x + n * static_cast<size_t>(g.channels) * g.in_plane();
-    col[i] = bfloat16(inside ? xn[(static_cast<size_t>(c) * g.in_h + ih) * g.in_w + iw] : 0.0f);
+    col[i] = bfloat16(im2col_value(xn, g, r, q % cols));
   }
 };
 
