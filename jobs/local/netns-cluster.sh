@@ -48,13 +48,13 @@ ns() { echo "$PREFIX-n$1"; }
 inns() { local n=$1; shift; ip netns exec "$n" "$@"; }
 node_addr() { echo "198.18.0.$(($1 + 1))"; }
 
-# tbf on one interface: burst of 1 ms at the rate (at least 32 KiB), a queue
+# tbf on one interface: burst of 1 ms at the rate (at least 128 KiB), a queue
 # of QUEUE (tc's latency: what waits longer than that at the rate is dropped).
 shape() {  # NAMESPACE IFACE RATE QUEUE [change]
   local bytes_per_s burst verb=${5:-add}
   bytes_per_s=$(rate_bytes "$3")
   burst=$((bytes_per_s / 1000))
-  ((burst < 32768)) && burst=32768
+  ((burst < 131072)) && burst=131072
   inns "$1" tc qdisc "$verb" dev "$2" root tbf rate "$3" burst "$burst" latency "$4"
 }
 # A tc rate (400mbit, 1gbit, 100mbps, 10kbit ...) in bytes per second.

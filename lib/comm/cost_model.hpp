@@ -139,10 +139,11 @@ class CostModel {
   Algo best_algo(CollKind kind, double n, int P, int root, const Chain& c) const {
     return best_algo(kind, n, P, root, LinkMix::of(c));
   }
+  /// Seconds per byte of the slowest kind of link in the mix (what paces LP).
+  double lp_beta(LinkMix m) const;
 
  private:
   double lp_alpha(LinkMix m) const;
-  double lp_beta(LinkMix m) const;
   double lp_period(CollKind kind, int P, int root, double b, LinkMix m) const;
   double tree_time(CollKind kind, double n, int P, double b, LinkMix m) const;
 };

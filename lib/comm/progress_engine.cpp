@@ -17,6 +17,9 @@ ProgressEngine::ProgressEngine(Communicator& comm) : comm_(comm) {
   MPI_CHECK(MPI_Query_thread(&provided));
   LPSGD_CHECK(provided == MPI_THREAD_MULTIPLE,
               "the progress engine needs MPI initialised with MPI_THREAD_MULTIPLE");
+  const double cap_s = kIdleCapBytes * comm.model().lp_beta(LinkMix::of(comm.chain()));
+  idle_cap_us_ = std::clamp(static_cast<int>(cap_s * 1e6), kIdleSleepUs, kIdleCapMaxUs);
+  spin_passes_ = std::max(4, kSpinPasses * kIdleSleepUs / idle_cap_us_);
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -110,7 +113,7 @@ ProgressEngine::Pass ProgressEngine::pass() {
 }
 
 void ProgressEngine::loop() {
-  int idle_passes = 0;
+  int idle_passes = 0, sleep_us = kIdleSleepUs;
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mutex_);
@@ -128,11 +131,13 @@ void ProgressEngine::loop() {
     // Spin (yield) first, so a pipeline that is moving keeps its latency.
     if (p.done || p.moved || p.opaque) {
       idle_passes = 0;
+      sleep_us = kIdleSleepUs;
       if (!p.done && !p.moved) std::this_thread::yield();
-    } else if (++idle_passes < kSpinPasses) {
+    } else if (++idle_passes < spin_passes_) {
       std::this_thread::yield();
     } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(kIdleSleepUs));
+      std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
+      sleep_us = std::min(2 * sleep_us, idle_cap_us_);
     }
   }
 }

@@ -9,8 +9,11 @@
 //
 // Collectives run in submission order (their signatures are exchanged early).
 // While they move data the engine polls (yielding); when nothing has moved for
-// a while (the neighbours are still computing) it sleeps between polls, so it
-// does not take a core from its own rank's compute when cores are scarce.
+// a while (the neighbours are still computing, or a slow link is still
+// carrying a block) it sleeps between polls, each sleep twice the one before,
+// up to what the slowest link takes to carry kIdleCapBytes (20 us .. 1 ms), so
+// it does not take a core from its own rank's compute, or from the network
+// stack, when cores are scarce, and wakes before the link's buffers drain.
 // Without an engine (benchmarks, simulators) wait() drives progress inline.
 //
 // Lifetimes: a collective may be destroyed while the engine holds it (an
@@ -61,10 +64,20 @@ class ProgressEngine {
   };
   Pass pass();
   void loop();
-  // Idle back-off: after this many passes without progress, sleep between passes.
+  // Idle back-off: after spin_passes_ passes without progress, sleep between
+  // passes, from kIdleSleepUs doubling up to idle_cap_us_: the time the
+  // slowest link takes for kIdleCapBytes (what the MPI library and the
+  // kernel's socket buffers hold many times over), within [kIdleSleepUs,
+  // kIdleCapMaxUs]. Where links are that slow, spinning between two blocks
+  // is time taken from the others on the core: spin_passes_ is kSpinPasses
+  // scaled down by the same factor (at least 4).
   static constexpr int kSpinPasses = 200;
   static constexpr int kIdleSleepUs = 20;
+  static constexpr double kIdleCapBytes = 32 << 10;
+  static constexpr int kIdleCapMaxUs = 1000;
   Communicator& comm_;
+  int idle_cap_us_ = kIdleSleepUs;
+  int spin_passes_ = kSpinPasses;
   struct Entry {
     Collective* c;
     DeviceEvent* ready;  // may be null
