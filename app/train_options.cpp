@@ -41,7 +41,7 @@ std::string config_text(const cli::po::options_description& desc, const cli::po:
 bool parse_train_options(int argc, char** argv, TrainOptions& out) {
   namespace po = cli::po;
   train::TrainConfig& c = out.config;
-  std::string schedule = "constant", sync = "allreduce", algo = "lp", block = "auto",
+  std::string schedule = "constant", sync = "allreduce", algo = "auto", block = "auto",
               overlap = "on", device = "cpu", links = "auto", progress = "auto",
               checkpoint_failure = "warn", init = "file", precision = "fp32", wire = "fp32";
   double bucket_mb = 1, lr = 0.05, momentum = 0.9, weight_decay = 0, lr_gamma = 0.1, min_lr = 0;
@@ -69,7 +69,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& out) {
     ("seed", po::value(&c.seed)->default_value(c.seed), "seed of the initial parameters and the data order")
     ("precision", po::value(&precision)->default_value(precision), "what Conv2d and Linear multiply in: fp32, or bf16 (with fp32 sums, master weights, loss and optimizer; where the CPU has AVX512_BF16 or AMX, else refused)")
     ("sync", po::value(&sync)->default_value(sync), "allreduce or reduce-bcast (gradients to rank 0, parameters back)")
-    ("algo", po::value(&algo)->default_value(algo), "collective algorithm: lp, tree, mst, be, ring, mpi or auto (per bucket, by the cost model)")
+    ("algo", po::value(&algo)->default_value(algo), "collective algorithm: auto (per bucket by the cost model of this cluster's links, measured on first use; a resume keeps the checkpoint's choices), lp, tree, mst, be, ring or mpi")
     ("block", po::value(&block)->default_value(block), "LP block size in bytes (K/M suffixes) or auto")
     ("bucket-mb", cli::value_with_default(&bucket_mb), "largest gradient bucket in MiB (0: one bucket)")
     ("overlap", po::value(&overlap)->default_value(overlap), "on: exchange buckets during backward; off: after it")
@@ -77,6 +77,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& out) {
     ("window", po::value(&c.window)->default_value(c.window), "LP blocks in flight per link")
     ("links", po::value(&links)->default_value(links), "auto (peer links in a node) or mpi")
     ("ranks-per-node", po::value(&c.ranks_per_node)->default_value(0), "split ranks into pretend nodes of N")
+    ("calibration", po::value(&c.calibration), "the cost model's calibration file (lpsgd bench --calibrate writes one; default: this cluster's own in ~/.cache/lpsgd, measured on first use)")
     ("comm-timeout", cli::value_with_default(&c.comm_timeout_s), "seconds without progress = error")
     ("eval-every", po::value(&c.eval_every)->default_value(-1), "evaluate every N steps (-1: every epoch, 0: only at the end)")
     ("metrics", po::value(&c.metrics), "append JSON lines (one per evaluation, one final) to FILE")

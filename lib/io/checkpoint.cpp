@@ -141,6 +141,7 @@ void write_file(const std::string& path, const Checkpoint& c) {
   }
   if (!m.precision.empty()) f.write_attr_fixed("precision", m.precision);
   if (!m.wire.empty()) f.write_attr_fixed("wire", m.wire);
+  if (!m.algos.empty()) f.write_attr_fixed("algos", m.algos);
   f.write_attr("checksum", c.checksum);
   for (const char* group : kGroups)
     write_group(f, group, group == kGroups[0] ? c.params : c.optimizer);
@@ -238,6 +239,13 @@ void read_meta(const h5::File& f, Checkpoint& c) {
     m.wire = f.read_attr_fixed_string("wire");
     if (m.wire != "fp32" && m.wire != "bf16" && m.wire != "fp16")
       throw Damaged{"attribute wire holds '" + m.wire + "'"};
+  }
+  if (f.has_attr("algos")) {
+    m.algos = f.read_attr_fixed_string("algos");
+    const bool names_only = std::all_of(m.algos.begin(), m.algos.end(), [](char ch) {
+      return (ch >= 'a' && ch <= 'z') || ch == ',';
+    });
+    if (m.algos.empty() || !names_only) throw Damaged{"attribute algos holds '" + m.algos + "'"};
   }
 }
 

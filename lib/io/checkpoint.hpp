@@ -26,7 +26,10 @@
 //                loader applied), which `lpsgd export` needs; precision
 //                ("fp32" or "bf16": what the layers multiplied in, issue 33);
 //                wire ("fp32", "bf16" or "fp16": what the gradients
-//                travelled as, issue 33).
+//                travelled as, issue 33); algos (the algorithm of each
+//                gradient bucket's collective, comma-separated in bucket
+//                order, e.g. "ring,ring,lp": a resume with --algo auto keeps
+//                them, so it adds in the same order; absent for one rank).
 //   /params      attribute count (int64); one dataset per tensor, in order,
 //                named "00000_NAME" (index zero-padded to 5 digits, '/' in NAME
 //                replaced by '_'), float32, contiguous, shaped like the tensor
@@ -82,6 +85,9 @@ struct CkptMeta {
   /// What the gradients travelled as (--wire): "fp32", "bf16" or "fp16";
   /// empty when the checkpoint predates --wire (its runs were fp32).
   std::string wire;
+  /// The algorithm of each gradient bucket, comma-separated ("lp,lp,tree");
+  /// empty for one rank or when the checkpoint predates it.
+  std::string algos;
 };
 
 struct Checkpoint {

@@ -60,6 +60,44 @@ GradSync::GradSync(comm::Communicator& comm, comm::ProgressEngine* engine, nn::M
   size_t largest = 0;
   for (const auto& b : buckets_) largest = std::max(largest, b.count * dtype_size(wire_));
   if (comm_.size() > 1) comm_.reserve_scratch(largest);
+  // auto's choices, once for the run (the same on every rank: the ranks share
+  // one cost model).
+  if (comm_.size() > 1) {
+    for (size_t b = 0; b < buckets_.size(); ++b) {
+      grad_algo_.push_back(resolve_grad(b, opt_.algo));
+      comm::CollArgs a{comm::CollKind::Bcast, nullptr, nullptr, buckets_[b].count, DType::F32,
+                       comm::ReduceOp::Sum, 0};
+      if (opt_.mode == SyncMode::ReduceBcast)
+        param_algo_.push_back(comm_.resolve(opt_.algo, a, opt_.block_bytes));
+    }
+  }
+}
+
+comm::CollKind GradSync::grad_kind() const {
+  return opt_.mode == SyncMode::Allreduce ? comm::CollKind::Allreduce : comm::CollKind::Reduce;
+}
+
+std::pair<comm::Algo, size_t> GradSync::resolve_grad(size_t b, comm::Algo algo) const {
+  comm::CollArgs a{grad_kind(), nullptr, nullptr, buckets_[b].count, wire_, comm::ReduceOp::Avg, 0};
+  return comm_.resolve(algo, a, opt_.block_bytes);
+}
+
+std::vector<comm::Algo> GradSync::bucket_algos() const {
+  std::vector<comm::Algo> out;
+  for (const auto& [algo, block] : grad_algo_) out.push_back(algo);
+  return out;
+}
+
+void GradSync::keep_bucket_algos(const std::vector<comm::Algo>& algos) {
+  if (comm_.size() == 1) return;
+  if (algos.size() != buckets_.size())
+    LPSGD_USAGE_ERROR(algos.size() << " bucket algorithms for " << buckets_.size() << " buckets");
+  for (size_t b = 0; b < algos.size(); ++b) {
+    if (algos[b] == comm::Algo::Auto || !comm::supports(algos[b], grad_kind()))
+      LPSGD_USAGE_ERROR(comm::algo_name(algos[b]) << " cannot run bucket " << b << "'s "
+                                                  << comm::coll_name(grad_kind()));
+    grad_algo_[b] = resolve_grad(b, algos[b]);
+  }
 }
 
 void* GradSync::travelling(size_t b) const {
@@ -74,16 +112,29 @@ std::string GradSync::describe() const {
      << ", wire " << wire_name(opt_.wire);
   if (opt_.wire != DType::F32 && comm_.size() == 1) os << " (one rank: nothing travels)";
   if (wire_ != DType::F32 && opt_.mode == SyncMode::ReduceBcast) os << " (parameters: fp32)";
-  if (comm_.size() > 1 && !buckets_.empty()) {
-    size_t largest = 0;
-    for (const auto& b : buckets_) largest = std::max(largest, b.count);
-    const comm::CollKind kind =
-        opt_.mode == SyncMode::Allreduce ? comm::CollKind::Allreduce : comm::CollKind::Reduce;
-    comm::CollArgs a{kind, nullptr, nullptr, largest, wire_, comm::ReduceOp::Avg, 0};
-    auto [algo, block] = comm_.resolve(opt_.algo, a, opt_.block_bytes);
-    os << ", " << comm::algo_name(algo);
-    if (comm::uses_blocks(algo)) os << " block " << cli::format_bytes(block);
+  if (grad_algo_.empty()) return os.str();
+  // Each algorithm once, in bucket order: its buckets, their sizes and (for
+  // the largest one with a pipeline) the block.
+  std::vector<comm::Algo> seen;
+  os << ",";
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    const comm::Algo algo = grad_algo_[b].first;
+    if (std::find(seen.begin(), seen.end(), algo) != seen.end()) continue;
+    seen.push_back(algo);
+    size_t count = 0, bytes = 0, largest = b;
+    for (size_t i = b; i < buckets_.size(); ++i) {
+      if (grad_algo_[i].first != algo) continue;
+      ++count;
+      bytes += buckets_[i].count * dtype_size(wire_);
+      if (buckets_[i].count > buckets_[largest].count) largest = i;
+    }
+    os << (seen.size() > 1 ? "; " : " ") << comm::algo_name(algo);
+    if (comm::uses_blocks(algo)) os << " block " << cli::format_bytes(grad_algo_[largest].second);
+    if (seen.size() > 1 || count < buckets_.size())
+      os << " (" << count << " bucket" << (count == 1 ? "" : "s") << ", " << cli::format_bytes(bytes)
+         << ")";
   }
+  if (opt_.algo == comm::Algo::Auto) os << " (auto)";
   return os.str();
 }
 
@@ -91,13 +142,6 @@ void GradSync::begin_step() {
   launched_ = 0;
   submitted_s_.clear();
   std::fill(bucket_wait_s_.begin(), bucket_wait_s_.end(), 0.0);
-}
-
-std::unique_ptr<comm::Collective> GradSync::make(comm::CollKind kind, DType t, void* data,
-                                                 size_t count) {
-  comm::CollArgs a{kind, data, data, count, t, comm::ReduceOp::Avg, 0};
-  if (kind == comm::CollKind::Bcast) a.op = comm::ReduceOp::Sum;
-  return comm_.create(opt_.algo, a, opt_.block_bytes);
 }
 
 // c reads what the compute queue has produced up to now (e marks it). The
@@ -123,9 +167,9 @@ void GradSync::order(Device& from, Device& to, DeviceEvent& e) {
 
 void GradSync::launch(size_t b) {
   if (comm_.size() == 1) return;
-  const comm::CollKind kind =
-      opt_.mode == SyncMode::Allreduce ? comm::CollKind::Allreduce : comm::CollKind::Reduce;
+  const comm::CollKind kind = grad_kind();
   const size_t n = buckets_[b].count;
+  const auto [algo, block] = grad_algo_[b];
   if (staging_) {
     // A 16-bit bucket: LP reads the float gradients and rounds them as it
     // first reads them (no pass of its own); any other algorithm gets them
@@ -134,7 +178,6 @@ void GradSync::launch(size_t b) {
     const float* grads = model_.grads().data() + buckets_[b].offset;
     comm::CollArgs a{kind, grads, travelling(b), n, wire_, comm::ReduceOp::Avg, 0};
     a.in_float = true;
-    const auto [algo, block] = comm_.resolve(opt_.algo, a, opt_.block_bytes);
     if (!comm::reads_float_input(algo)) {
       model_.device().convert(wire_, travelling(b), DType::F32, grads, n);
       a.in = a.out;
@@ -142,7 +185,8 @@ void GradSync::launch(size_t b) {
     }
     grad_coll_[b] = comm_.create(algo, a, block);
   } else {
-    grad_coll_[b] = make(kind, wire_, travelling(b), n);
+    const comm::CollArgs a{kind, travelling(b), travelling(b), n, wire_, comm::ReduceOp::Avg, 0};
+    grad_coll_[b] = comm_.create(algo, a, block);
   }
   if (trace::enabled())
     trace::instant(trace::Lane::Step, "bucket", "bucket " + std::to_string(b) + " ready", now_s(),
@@ -212,8 +256,10 @@ SyncTimes GradSync::apply(float lr) {
         update(b, lr);
       }
       // The broadcast reads the parameters the root has just updated.
-      param_coll_[b] = make(comm::CollKind::Bcast, DType::F32, params + buckets_[b].offset,
-                            buckets_[b].count);
+      float* p = params + buckets_[b].offset;
+      const comm::CollArgs a{comm::CollKind::Bcast, p, p, buckets_[b].count, DType::F32,
+                             comm::ReduceOp::Sum, 0};
+      param_coll_[b] = comm_.create(param_algo_[b].first, a, param_algo_[b].second);
       submit(param_coll_[b].get(), *updated_[b]);
     }
     for (size_t b = 0; b < nb; ++b) {

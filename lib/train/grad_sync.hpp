@@ -43,6 +43,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "comm/communicator.hpp"
@@ -106,12 +107,24 @@ class GradSync {
   /// Seconds the last apply() was blocked on each bucket's collectives.
   const std::vector<double>& bucket_wait_s() const { return bucket_wait_s_; }
   const GradSyncOptions& options() const { return opt_; }
-  /// The algorithm and LP block the largest bucket resolves to, for logs.
+  /// The mode, buckets and the algorithm each bucket's gradients go by
+  /// (with --algo auto, what the cost model chose for each size), for logs.
   std::string describe() const;
+  /// The algorithm of each bucket's gradient collective (resolved once, at
+  /// construction: auto's choices are fixed for the run). Empty with one rank.
+  std::vector<comm::Algo> bucket_algos() const;
+  /// Makes bucket b's gradients go by algos[b] (one per bucket): a resumed run
+  /// keeps the algorithms of the run it continues, so it adds in the same
+  /// order. A usage error if the count differs or an algorithm cannot run
+  /// this collective; call before the first step.
+  void keep_bucket_algos(const std::vector<comm::Algo>& algos);
 
  private:
   void launch(size_t bucket);
-  std::unique_ptr<comm::Collective> make(comm::CollKind kind, DType t, void* data, size_t count);
+  /// The collective kind of the gradient exchange (allreduce or reduce).
+  comm::CollKind grad_kind() const;
+  /// opt_.algo (or `algo`) and the block resolved for bucket b's gradients.
+  std::pair<comm::Algo, size_t> resolve_grad(size_t b, comm::Algo algo) const;
   /// Where bucket b's gradients travel from: its float gradients, or its part
   /// of the 16-bit staging arena.
   void* travelling(size_t b) const;
@@ -136,6 +149,9 @@ class GradSync {
   std::vector<double> bucket_wait_s_;
   size_t launched_ = 0;  // buckets whose gradient collective has started this step
   std::vector<std::unique_ptr<comm::Collective>> grad_coll_, param_coll_;
+  // Per bucket, resolved once: the gradient collective's algorithm and block,
+  // and (reduce-bcast) the parameter broadcast's.
+  std::vector<std::pair<comm::Algo, size_t>> grad_algo_, param_algo_;
   std::vector<double> submitted_s_;  // per collective of this step, in start order
   // Stream ordering (no-ops on a CPU): grads ready -> collective, collective
   // done -> update, update -> broadcast, and the end of the step.

@@ -51,6 +51,13 @@ std::string fixed(double v, int digits) {
   return buf;
 }
 
+// "lp,lp,tree": the algorithms of the buckets, in bucket order.
+std::string algo_list(const std::vector<comm::Algo>& algos) {
+  std::string out;
+  for (comm::Algo a : algos) out += (out.empty() ? "" : ",") + std::string(comm::algo_name(a));
+  return out;
+}
+
 std::string tensor_name(const nn::ParamSlot& s, const nn::Param& p) {
   return "layers." + std::to_string(s.layer) + "." + p.name;
 }
@@ -83,6 +90,9 @@ class Run {
   std::string precision_line();
   /// Continues from a checkpoint per --resume; false for a fresh start.
   bool resume();
+  /// On resume: auto keeps the algorithms of the checkpoint's buckets
+  /// (`algos`, read on rank 0; written by `ranks` ranks) where it can.
+  void keep_bucket_algos(const std::string& algos, int ranks);
   io::Checkpoint snapshot();
   void restore(io::Checkpoint& c);
   double epoch_progress() const;
@@ -226,6 +236,7 @@ Run::Run(Device& dev, const TrainConfig& cfg) : dev_(dev), cfg_(cfg), bar_(cfg.p
   co.window = cfg_.window;
   co.timeout_s = cfg_.comm_timeout_s;
   co.calibrate_if_missing = cfg_.sync.algo == comm::Algo::Auto;
+  co.calibration_file = cfg_.calibration;
   // Collectives run on the communication stream (a GPU's second stream; the
   // device itself on a CPU), GradSync orders them against the compute stream.
   comm_ = std::make_unique<comm::Communicator>(MPI_COMM_WORLD, dev_.comm_queue(), co);
@@ -316,6 +327,7 @@ io::Checkpoint Run::snapshot() {
   m.config = cfg_.config_text;
   m.version = build::version;
   m.wire = wire_name(cfg_.sync.wire);
+  m.algos = algo_list(sync_->bucket_algos());
   dev_.copy_to_host(host_params_.data(), model_->params().data(), host_params_.size() * 4);
   dev_.copy_to_host(host_state_.data(), sgd_->state().data(), host_state_.size() * 4);
   for (const nn::ParamSlot& s : model_->slots()) {
@@ -460,6 +472,7 @@ bool Run::resume() {
     comm_->run(comm::Algo::Lp, {comm::CollKind::Bcast, arena, arena, n, DType::F32,
                                 comm::ReduceOp::Sum, 0});
   comm_->device().synchronize();
+  keep_bucket_algos(c.meta.algos, static_cast<int>(pos[5]));
   step_ = static_cast<int64_t>(pos[0]);
   samples_ = pos[1];
   train_->restore({pos[2], pos[3]});
@@ -497,6 +510,53 @@ bool Run::resume() {
                                                             << wire_name(cfg_.sync.wire));
   }
   return true;
+}
+
+// With --algo auto a resumed run keeps the algorithms the checkpoint's buckets
+// went by, if it has as many ranks and buckets: the cost model may choose
+// otherwise now (a new calibration, other nodes), and a different algorithm
+// adds in a different order, so the resumed run would not repeat the
+// interrupted one bit for bit. rank 0 read the checkpoint (`algos`, only
+// there); every rank learns the outcome.
+void Run::keep_bucket_algos(const std::string& algos, int ranks) {
+  const std::vector<comm::Algo> now = sync_->bucket_algos();
+  if (now.empty()) return;
+  std::vector<int> codes(now.size(), -1);
+  std::string why_not;
+  if (rank_ == 0 && cfg_.sync.algo == comm::Algo::Auto && !algos.empty()) {
+    std::vector<int> parsed;
+    std::stringstream ss(algos);
+    for (std::string name; std::getline(ss, name, ',');) {
+      try {
+        parsed.push_back(static_cast<int>(comm::parse_algo(name)));
+      } catch (const Error&) {
+        why_not = "'" + name + "' is no algorithm of this lpsgd";
+        break;
+      }
+    }
+    if (why_not.empty() && ranks != world_)
+      why_not = "it was written by " + std::to_string(ranks) + " ranks";
+    else if (why_not.empty() && parsed.size() != now.size())
+      why_not = "it has " + std::to_string(parsed.size()) + " buckets, this run " +
+                std::to_string(now.size());
+    if (why_not.empty()) codes = parsed;
+  }
+  MPI_CHECK(MPI_Bcast(codes.data(), static_cast<int>(codes.size()), MPI_INT, 0, control_->comm()));
+  if (codes[0] < 0) {
+    if (rank_ == 0 && !algos.empty() && algos != algo_list(now))
+      LPSGD_INFO("the checkpoint's buckets went by " << algos << ", this run's go by "
+                                                     << algo_list(now)
+                                                     << (why_not.empty() ? "" : " (auto: " + why_not + ")")
+                                                     << ": the same sums, added in another order");
+    return;
+  }
+  std::vector<comm::Algo> kept;
+  for (int code : codes) kept.push_back(static_cast<comm::Algo>(code));
+  sync_->keep_bucket_algos(kept);
+  if (rank_ == 0 && kept != now)
+    LPSGD_INFO("auto keeps the checkpoint's algorithms (" << algos << "; it would choose "
+                                                          << algo_list(now)
+                                                          << " now), so the run adds as the one it continues");
 }
 
 bool Run::step_boundary() {

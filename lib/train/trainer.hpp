@@ -50,6 +50,9 @@ struct TrainConfig {
   GradSyncOptions sync;
   comm::LinksMode links = comm::LinksMode::Auto;
   int ranks_per_node = 0;
+  /// The cost model's calibration (auto's choices, LP's block); "" for the
+  /// cluster's own cached one, measured on first use.
+  std::string calibration;
   int window = 4;
   double comm_timeout_s = 300;
   // Reporting.

@@ -55,7 +55,7 @@ alive() {
 "$LPSGD" data synth --out "$tmp/d.h5" --samples 4096 --test-samples 256 --shape 1,8,8 \
   --classes 4 --seed 3 >/dev/null || { echo "FAIL: data synth"; exit 1; }
 # Long enough never to end on its own within a test.
-run_opts=(--batch 32 --epochs 100000 --eval-every 0 --lr 0.05 --seed 7 --progress lines
+run_opts=(--algo lp --batch 32 --epochs 100000 --eval-every 0 --lr 0.05 --seed 7 --progress lines
           --progress-every 0.1)
 train=(--data "$tmp/d.h5" --model mlp:64-128-4 "${run_opts[@]}")
 

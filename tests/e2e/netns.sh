@@ -90,7 +90,7 @@ done
 "$LPSGD" data synth --out "$tmp/d.h5" --samples 2048 --test-samples 256 --shape 1,8,8 --classes 4 \
   --seed 3 >/dev/null || { echo "FAIL: data synth"; exit 1; }
 steps=120
-train_base=(train --data "$tmp/d.h5" --model mlp:64-48-32-4 --batch 16 --lr 0.05 --momentum 0.9
+train_base=(train --algo lp --data "$tmp/d.h5" --model mlp:64-48-32-4 --batch 16 --lr 0.05 --momentum 0.9
             --epochs 100 --seed 7 --progress off --bucket-mb 0.004 --comm-timeout 60)
 train_args=("${train_base[@]}" --eval-every 0)
 checksum() { sed -n 's/.*final parameters: checksum \([0-9a-f]*\).*/\1/p' "$1" | head -n 1; }

@@ -70,6 +70,7 @@ expect_check "srun -N4: one task per namespace, each with its node's name and ad
 cat >"$tmp/tiny.ini" <<EOF
 data = $tmp/d.h5
 model = mlp:64-48-32-4
+algo = lp
 batch = 16
 lr = 0.05
 momentum = 0.9

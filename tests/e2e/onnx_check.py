@@ -421,8 +421,9 @@ def checksum(out):
 
 def case_twin(work):
     data = make_dataset(os.path.join(work, "d.h5"), 1, 28, 28, 10, n_train=1024, n_test=200, seed=8)
-    common = ["--data", data, "--seed", "11", "--max-steps", "25", "--epochs", "3", "--batch", "16",
-              "--lr", "0.02", "--progress", "off"]
+    # --algo lp: one algorithm's bits are compared (auto might choose anew between runs).
+    common = ["--algo", "lp", "--data", data, "--seed", "11", "--max-steps", "25", "--epochs", "3",
+              "--batch", "16", "--lr", "0.02", "--progress", "off"]
     for spec in ("cnn:lenet", "mlp:784-64-10"):
         path = os.path.join(work, spec.replace(":", "-") + ".onnx")
         run(["export", "--onnx", path, "--model", spec, "--data", data, "--seed", "11"])

@@ -21,10 +21,10 @@ data=$tmp/synth.h5
 "$LPSGD" data synth --out "$data" --samples 1024 --test-samples 128 --shape 1,12,12 \
   --classes 10 --seed 3 >/dev/null || { echo "FAIL: data synth"; exit 1; }
 # shellcheck disable=SC2034  # read through a nameref below
-mlp=(--data "$data" --model mlp:144-48-32-10 --epochs 100 --batch 16 --lr 0.05
+mlp=(--algo lp --data "$data" --model mlp:144-48-32-10 --epochs 100 --batch 16 --lr 0.05
      --momentum 0.9 --seed 7 --progress off)
 # shellcheck disable=SC2034  # read through a nameref below
-cnn=(--data "$data" --model cnn:lenet --epochs 100 --batch 8 --lr 0.02
+cnn=(--algo lp --data "$data" --model cnn:lenet --epochs 100 --batch 8 --lr 0.02
      --momentum 0.9 --seed 7 --progress off)
 
 # The final parameters' checksum of a 2-rank run (empty when it failed).

@@ -6,7 +6,13 @@
 #   damaged newest checkpoint (truncated, corrupted) and stray temporaries:
 #     --resume auto falls back to the last complete checkpoint;
 #   SIGUSR1 to one rank: every rank checkpoints and exits 0; resuming finishes
-#     with the parameters of an uninterrupted run.
+#     with the parameters of an uninterrupted run;
+#   --algo auto (the default) resumes with the algorithms the checkpoint's
+#     buckets went by, even where its cost model would now choose another
+#     (a calibration under which it takes the tree): bitwise the straight run;
+#     an explicit --algo is obeyed and the log says the order changed.
+# Every run here is auto's with a calibration given (fixed numbers under which
+# it takes LP), so that no measurement can change its choices between runs.
 set -u
 LPSGD=$1
 here=$(dirname "$0")
@@ -19,6 +25,14 @@ data=$tmp/synth.h5
 "$LPSGD" data synth --out "$data" --samples 384 --test-samples 96 --shape 1,28,28 \
   --classes 10 --seed 5 2>/dev/null || { echo "FAIL: data synth"; exit 1; }
 
+# Cost models for auto: one under which it takes LP on one node (numbers of
+# a calibration of a 2-core VM), one under which peer links look slow and
+# reductions dear, and it takes the pipelined tree at 3 ranks.
+cal_lp=$tmp/cal-lp.ini cal_tree=$tmp/cal-tree.ini
+printf '%s\n' 'alpha_shm = 6.4e-07' 'beta_shm = 8.4e-11' 'alpha_mpi = 2.2e-06' 'beta_mpi = 2.0e-10' \
+  'gamma = 1.2e-10' >"$cal_lp"
+printf '%s\n' 'alpha_shm = 0.01' 'beta_shm = 1e-06' 'alpha_mpi = 2e-06' 'beta_mpi = 2e-10' \
+  'gamma = 1e-09' >"$cal_tree"
 # 384 samples / (2 ranks x 32) = 6 steps per epoch; 2 epochs = 12 steps.
 common=(--data "$data" --batch 32 --lr 0.02 --momentum 0.9 --weight-decay 1e-4
         --schedule cosine --warmup-steps 2 --seed 11 --eval-batch 48)
@@ -26,6 +40,7 @@ lp() {  # lp NP OUTFILE train options... (2 epochs unless --epochs is given)
   local np=$1 out=$2; shift 2
   [[ " $* " == *" --epochs "* ]] || set -- --epochs 2 "$@"
   [[ " $* " == *" --progress "* ]] || set -- --progress off "$@"
+  [[ " $* " == *" --calibration "* ]] || set -- --calibration "$cal_lp" "$@"
   "${MPIEXEC:-mpiexec}" -n "$np" "${MPI_FLAGS[@]}" "$LPSGD" train "${common[@]}" "$@" \
     </dev/null >"$out" 2>&1
 }
@@ -56,6 +71,35 @@ for model in mlp:784-64-10 cnn:lenet; do
     check "$tag: stop at $stop + resume == straight run (bitwise)" same "$(ckpt_sum "$d")" "$want"
   done
 done
+
+# auto keeps the checkpoint's algorithms. At 3 ranks (where the order of
+# additions shows in the bits) auto takes LP under cal_lp and the tree under
+# cal_tree; 384 / (3 x 32) = 4 steps per epoch, 8 in all, stopped at 3.
+m=(--model mlp:784-64-10)
+lp 3 "$tmp/auto-full.out" "${m[@]}" --checkpoint-dir "$tmp/auto-full" \
+  || { echo "FAIL: auto straight run"; cat "$tmp/auto-full.out"; fails=$((fails + 1)); }
+lp 3 "$tmp/auto-tree.out" "${m[@]}" --checkpoint-dir "$tmp/auto-tree" --calibration "$cal_tree" \
+  || { echo "FAIL: auto tree run"; cat "$tmp/auto-tree.out"; fails=$((fails + 1)); }
+want=$(ckpt_sum "$tmp/auto-full")
+algos() { "$LPSGD" ckpt info "$1" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["algos"])'; }
+check "auto: cal_lp takes lp, cal_tree the tree (checkpoints record it)" \
+  same "$(algos "$tmp/auto-full")/$(algos "$tmp/auto-tree")" "lp/tree"
+check "auto: the tree's run ends elsewhere (the order of additions shows)" \
+  test "$(ckpt_sum "$tmp/auto-tree")" != "$want"
+d=$tmp/auto-stop
+lp 3 "$d.1.out" "${m[@]}" --checkpoint-dir "$d" --max-steps 3 || { echo "FAIL: auto stop"; cat "$d.1.out"; }
+cp -r "$d" "$d-explicit"
+lp 3 "$d.2.out" "${m[@]}" --checkpoint-dir "$d" --calibration "$cal_tree" \
+  || { echo "FAIL: auto resume"; cat "$d.2.out"; fails=$((fails + 1)); }
+check "auto: the resumed run says it keeps lp where it would now take the tree" \
+  grep -q "auto keeps the checkpoint's algorithms (lp; it would choose tree now)" "$d.2.out"
+check "auto: stop + resume under another cost model == straight run (bitwise)" \
+  same "$(ckpt_sum "$d")" "$want"
+lp 3 "$d.3.out" "${m[@]}" --checkpoint-dir "$d-explicit" --algo ring \
+  || { echo "FAIL: explicit resume"; cat "$d.3.out"; fails=$((fails + 1)); }
+check "--algo ring on an lp checkpoint: obeyed and said" \
+  grep -q "the checkpoint's buckets went by lp, this run's go by ring: the same sums, added in another order" "$d.3.out"
+check "--algo ring on an lp checkpoint: the checkpoint records ring" same "$(algos "$d-explicit")" ring
 
 # Resume at another P: written at 2 ranks, continued at 1 and at 3.
 m=(--model mlp:784-64-10)
@@ -113,7 +157,7 @@ check "corrupted newest: resumed from step 3" grep -q "resuming from .*ckpt-0000
 # machine as a signal's latency plus 300 steps. (A run of 100 epochs, 600
 # steps, once ended before the signal on a machine 3x faster: issue 31.)
 d=$tmp/signal
-slow=(--model mlp:784-256-10 --epochs 1000)
+slow=(--model mlp:784-256-10 --epochs 1000 --calibration "$cal_lp")
 total=6000
 "${MPIEXEC:-mpiexec}" -n 2 "${MPI_FLAGS[@]}" "$LPSGD" train "${common[@]}" "${slow[@]}" \
   --checkpoint-dir "$d" --progress lines --progress-every 0.001 </dev/null >"$d.1.out" 2>&1 &

@@ -187,6 +187,7 @@ write_config() {
   cat >"$tmp/tiny.ini" <<EOF
 data = $tmp/d.h5
 model = mlp:256-256-10
+algo = lp
 batch = 32
 lr = 0.05
 momentum = 0.9

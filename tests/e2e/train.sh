@@ -26,6 +26,10 @@ common=(--data "$data" --model mlp:64-48-32-4 --max-steps 50 --epochs 100 --eval
 train() {  # [BASE=array] train NAME P [options...]: metrics in $tmp/NAME.jsonl
   local name=$1 np=$2; shift 2
   local -n base=${BASE:-common}
+  # --algo lp unless given: the bits compared below are one algorithm's (auto,
+  # the default, may choose anew on another calibration; resume.sh tests
+  # auto's own promise).
+  [[ " $* " == *" --algo "* ]] || set -- --algo lp "$@"
   if ! "${MPIEXEC:-mpiexec}" -n "$np" "${MPI_FLAGS[@]}" "$LPSGD" train "${base[@]}" \
        --metrics "$tmp/$name.jsonl" "$@" </dev/null >"$tmp/$name.out" 2>&1; then
     echo "FAIL: train $name (P=$np $*) exited non-zero:"; tail -5 "$tmp/$name.out"

@@ -25,6 +25,8 @@ common=(--data "$data" --model mlp:64-48-32-4 --epochs 100 --eval-every 1
         --batch 64)
 train() {  # [STEPS=N] [NP=P] train NAME [options...]: P (2) ranks, metrics in $tmp/NAME.jsonl, log in $tmp/NAME.out
   local name=$1; shift
+  # --algo lp unless given: one algorithm's bits are compared (auto may choose anew).
+  [[ " $* " == *" --algo "* ]] || set -- --algo lp "$@"
   if ! "${MPIEXEC:-mpiexec}" -n "${NP:-2}" "${MPI_FLAGS[@]}" "$LPSGD" train "${common[@]}" --max-steps "${STEPS:-40}" \
        --metrics "$tmp/$name.jsonl" "$@" </dev/null >"$tmp/$name.out" 2>&1; then
     echo "FAIL: train $name ($*) exited non-zero:"; tail -5 "$tmp/$name.out"
