@@ -182,15 +182,29 @@ int first_link_of(const Communicator& c, LinkKind kind, int after = -1) {
 }
 
 /// α and β of the link from position a to a + 1: t(b) = α + b·β per block.
-std::array<double, 2> fit_link(Communicator& c, int a, int reps, DeviceBuffer& stream) {
+/// `network`: the link crosses a network (an MPI link between nodes).
+std::array<double, 2> fit_link(Communicator& c, int a, int reps, DeviceBuffer& stream,
+                               bool network = false) {
   // Two block sizes around the ones LP picks.
   const size_t b1 = 16u << 10, b2 = 256u << 10;
   const double t1 = stream_period(c, a, b1, 512, reps, stream);
   const double t2 = stream_period(c, a, b2, 64, reps, stream);
   const double b = std::max(1e-13, (t2 - t1) / static_cast<double>(b2 - b1));
-  // α: the per-block cost streaming shows, or the one-way latency of a
-  // small block, whichever is larger (the pipeline's fill pays the latter).
-  const double al = std::max({1e-8, t1 - b * static_cast<double>(b1),
+  // The per-block cost streaming shows, as t(b0) - b0·β. Across a slow
+  // network t1 is nearly all transfer (16 KiB at 200 Mbit/s: 655 us against
+  // ~15 us of overhead), so its intercept is a small difference of two large
+  // numbers: on one cluster it came out at 0.12 to 1.4 ms from run to run and
+  // made LP's blocks 2-3x too large (10% slower at 8 nodes). There a stream
+  // of 1 KiB blocks measures it directly.
+  size_t b0 = b1;
+  double t0 = t1;
+  if (network) {
+    b0 = 1u << 10;
+    t0 = stream_period(c, a, b0, 512, reps, stream);
+  }
+  // α: that per-block cost, or the one-way latency of a small block,
+  // whichever is larger (the pipeline's fill pays the latter).
+  const double al = std::max({1e-8, t0 - b * static_cast<double>(b0),
                               half_round_trip(c, a, 64, 5 * reps, stream)});
   std::array<double, 2> ab = {al, b};
   MPI_CHECK(MPI_Bcast(ab.data(), 2, MPI_DOUBLE, a, c.ctrl_comm()));
@@ -272,7 +286,7 @@ CostModel calibrate(MPI_Comm parent, Device& dev, int ranks_per_node, int reps) 
       m.beta_shm = ab[1];
     }
     if (mpi >= 0) {
-      const auto ab = fit_link(c, mpi, reps, stream);
+      const auto ab = fit_link(c, mpi, reps, stream, /*network=*/c.chain().hosts().size() >= 2);
       m.alpha_mpi = ab[0];
       m.beta_mpi = ab[1];
       // Whether LP's streams through a node share its NIC: needs a node with

@@ -60,7 +60,7 @@ const char* sync_mode_name(SyncMode m);
 
 struct GradSyncOptions {
   SyncMode mode = SyncMode::Allreduce;
-  comm::Algo algo = comm::Algo::Lp;
+  comm::Algo algo = comm::Algo::Lp;  ///< `lpsgd train`'s default is auto (app/train_options.cpp)
   size_t block_bytes = 0;          ///< LP block; 0: the cost model's choice
   size_t bucket_bytes = 1u << 20;  ///< largest bucket (a bigger tensor gets its own)
   bool overlap = true;             ///< start buckets during backward (else after it)
