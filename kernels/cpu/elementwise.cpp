@@ -10,6 +10,7 @@
 #endif
 
 #include "kernels/common/elementwise.hpp"
+#include "kernels/cpu/wide_clones.hpp"
 
 namespace lpsgd::kernels::cpu {
 
@@ -72,11 +73,6 @@ __attribute__((always_inline)) inline void run16(const Args16& g) {
   }
 }
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-#define LPSGD_WIDE_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define LPSGD_WIDE_CLONES
-#endif
 LPSGD_WIDE_CLONES void run_bf16(const Args16& g) { run16<bfloat16>(g); }
 LPSGD_WIDE_CLONES void run_f16(const Args16& g) { run16<float16>(g); }
 

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "kernels/cpu/elementwise.hpp"
+#include "kernels/cpu/wide_clones.hpp"
 
 namespace lpsgd::kernels::cpu {
 
@@ -172,11 +173,21 @@ void sgd_update(float* w, float* v, const float* g, size_t n, const SgdHyper& h)
   launch(n, SgdUpdate{w, v, g, h});
 }
 
+namespace {
+// The update from a 16-bit average (--wire): its widening vectorises only in
+// the AVX2 / AVX-512 clones (the baseline build's loop made it 10% slower than
+// the float update, where it reads a third less).
+template <class G>
+LPSGD_WIDE_CLONES void sgd_update16(float* w, float* v, const G* g, size_t n, const SgdHyper& h) {
+  launch(n, SgdUpdate{w, v, g, h});
+}
+}  // namespace
+
 void sgd_update(float* w, float* v, DType g_type, const void* g, size_t n, const SgdHyper& h) {
   switch (g_type) {
     case DType::F32: return sgd_update(w, v, static_cast<const float*>(g), n, h);
-    case DType::BF16: return launch(n, SgdUpdate{w, v, static_cast<const bfloat16*>(g), h});
-    case DType::F16: return launch(n, SgdUpdate{w, v, static_cast<const float16*>(g), h});
+    case DType::BF16: return sgd_update16(w, v, static_cast<const bfloat16*>(g), n, h);
+    case DType::F16: return sgd_update16(w, v, static_cast<const float16*>(g), n, h);
     default: LPSGD_THROW("sgd_update: no update from " << dtype_name(g_type) << " gradients");
   }
 }
