@@ -191,7 +191,14 @@ LPSGD_BF16_TARGET void add_float_to_bf16_hw(bfloat16* o0, bfloat16* o1, const fl
   const auto soft = [&](size_t from, size_t to) {
     for (size_t i = from; i < to; ++i) f(i);
   };
+  // The software path up to o0's next 64-byte boundary, so that no 16-bit
+  // store below splits two cache lines (o1, the other rank's output at the
+  // same offset of its arena, has the same alignment). The same bits either way.
   size_t i = 0;
+  if (reinterpret_cast<uintptr_t>(o0) % sizeof(bfloat16) == 0) {
+    i = std::min(n, (64 - reinterpret_cast<uintptr_t>(o0) % 64) % 64 / sizeof(bfloat16));
+    soft(0, i);
+  }
   for (; i + 32 <= n; i += 32) {
     const __m512 lo = _mm512_mul_ps(_mm512_add_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i)), alv);
     const __m512 hi =
