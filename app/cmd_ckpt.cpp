@@ -101,9 +101,6 @@ std::string json_number(double v) {
   return buf;
 }
 
-// Checkpoints from before --precision and --wire were fp32 in both.
-std::string or_fp32(const std::string& s) { return s.empty() ? "fp32" : s; }
-
 std::string to_json(const io::CkptInfo& info, const std::vector<std::string>& skipped) {
   const io::CkptMeta& m = info.meta;
   std::ostringstream o;
@@ -118,8 +115,8 @@ std::string to_json(const io::CkptInfo& info, const std::vector<std::string>& sk
     << ", \"seed\": " << m.seed << ", \"rng_counter\": " << m.rng_counter
     << ", \"loader_epoch\": " << m.loader_epoch << ", \"loader_cursor\": " << m.loader_cursor
     << ", \"tensors\": " << info.tensors << ", \"bytes\": " << info.bytes
-    << ", \"precision\": " << json_string(or_fp32(m.precision))
-    << ", \"wire\": " << json_string(or_fp32(m.wire)) << ", \"algos\": " << json_string(m.algos)
+    << ", \"precision\": " << json_string(m.precision)
+    << ", \"wire\": " << json_string(m.wire) << ", \"algos\": " << json_string(m.algos)
     << ", \"config\": " << json_string(m.config) << ", \"skipped\": [";
   for (size_t i = 0; i < skipped.size(); ++i) o << (i ? ", " : "") << json_string(skipped[i]);
   o << "]}\n";
@@ -139,7 +136,7 @@ std::string to_text(const io::CkptInfo& info, const std::string& dir,
     << "\nversion: " << m.version << "\nwritten: " << utc_time(m.wall_time)
     << "\nlr: " << m.lr << "\nloader: epoch " << m.loader_epoch << ", cursor " << m.loader_cursor
     << "\nrng: seed " << m.seed << ", counter " << m.rng_counter
-    << "\nprecision: " << or_fp32(m.precision) << "\nwire: " << or_fp32(m.wire)
+    << "\nprecision: " << m.precision << "\nwire: " << m.wire
     << "\nalgorithms: " << (m.algos.empty() ? "-" : m.algos) << (m.ranks > 1 ? " (by bucket)" : "")
     << "\nchecksum: " << checksum_hex(info.checksum)
     << (info.valid ? " (verified)" : " (as stored)") << "\ntensors: " << info.tensors

@@ -219,7 +219,8 @@ void read_meta(const h5::File& f, Checkpoint& c) {
   m.version = f.read_attr_fixed_string("version");
   m.wall_time = f.read_attr_double("wall_time");
   c.checksum = f.read_attr_uint64("checksum");
-  if (f.has_attr("precision")) m.precision = f.read_attr_fixed_string("precision");
+  // Checkpoints from before --precision and --wire were fp32 in both.
+  m.precision = f.has_attr("precision") ? f.read_attr_fixed_string("precision") : "fp32";
   if (f.has_attr("input_shape")) {
     for (const char* name : {"input_type", "input_scale", "input_shift"}) require_attr(f, name);
     for (double d : f.read_attr_doubles("input_shape")) {
@@ -235,11 +236,9 @@ void read_meta(const h5::File& f, Checkpoint& c) {
         m.input_shift.size() != m.input_scale.size())
       throw Damaged{"attributes input_shape, input_type, input_scale and input_shift do not fit together"};
   }
-  if (f.has_attr("wire")) {
-    m.wire = f.read_attr_fixed_string("wire");
-    if (m.wire != "fp32" && m.wire != "bf16" && m.wire != "fp16")
-      throw Damaged{"attribute wire holds '" + m.wire + "'"};
-  }
+  m.wire = f.has_attr("wire") ? f.read_attr_fixed_string("wire") : "fp32";
+  if (m.wire != "fp32" && m.wire != "bf16" && m.wire != "fp16")
+    throw Damaged{"attribute wire holds '" + m.wire + "'"};
   if (f.has_attr("algos")) {
     m.algos = f.read_attr_fixed_string("algos");
     const bool names_only = std::all_of(m.algos.begin(), m.algos.end(), [](char ch) {

@@ -79,11 +79,12 @@ struct CkptMeta {
   std::vector<int64_t> input_shape;     ///< per sample, [C, H, W]
   std::string input_type;               ///< "uint8" or "float32"
   std::vector<double> input_scale, input_shift;  ///< per channel (io::Loader)
-  /// --precision of the run ("fp32", "bf16"); "" when the checkpoint predates
-  /// it (then fp32). Optional attribute.
+  /// --precision of the run ("fp32", "bf16"). Optional attribute: reading a
+  /// checkpoint that predates it gives "fp32" (its runs were); "" is not
+  /// written.
   std::string precision;
-  /// What the gradients travelled as (--wire): "fp32", "bf16" or "fp16";
-  /// empty when the checkpoint predates --wire (its runs were fp32).
+  /// What the gradients travelled as (--wire): "fp32", "bf16" or "fp16".
+  /// Optional attribute, read as "fp32" where absent, as precision.
   std::string wire;
   /// The algorithm of each gradient bucket, comma-separated ("lp,lp,tree");
   /// empty for one rank or when the checkpoint predates it.

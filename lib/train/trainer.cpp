@@ -496,15 +496,14 @@ bool Run::resume() {
                                 << (pos[5] == 1 ? "" : "s") << " x batch " << c.meta.batch
                                 << "; read, checked and broadcast in "
                                 << fixed(1e3 * (now_s() - t0), 0) << " ms");
-    // Older checkpoints do not say: they were all fp32.
-    const std::string was = c.meta.precision.empty() ? "fp32" : c.meta.precision;
+    const std::string& was = c.meta.precision;
     if (was != precision_name(cfg_.precision))
       LPSGD_INFO("the checkpoint was trained with --precision " << was << ", the run continues with "
                                                                 << precision_name(cfg_.precision));
     if (static_cast<int>(pos[5]) != world_ || c.meta.batch != cfg_.batch)
       LPSGD_INFO("the run continues with " << world_ << " ranks x batch " << cfg_.batch
                                            << ": same sample order, different batch boundaries");
-    const std::string wire_was = c.meta.wire.empty() ? "fp32" : c.meta.wire;
+    const std::string& wire_was = c.meta.wire;
     if (wire_was != wire_name(cfg_.sync.wire))
       LPSGD_INFO("the checkpoint's gradients travelled as " << wire_was << ", this run's travel as "
                                                             << wire_name(cfg_.sync.wire));
