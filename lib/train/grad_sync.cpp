@@ -62,14 +62,12 @@ GradSync::GradSync(comm::Communicator& comm, comm::ProgressEngine* engine, nn::M
   if (comm_.size() > 1) comm_.reserve_scratch(largest);
   // auto's choices, once for the run (the same on every rank: the ranks share
   // one cost model).
-  if (comm_.size() > 1) {
-    for (size_t b = 0; b < buckets_.size(); ++b) {
-      grad_algo_.push_back(resolve_grad(b, opt_.algo));
-      comm::CollArgs a{comm::CollKind::Bcast, nullptr, nullptr, buckets_[b].count, DType::F32,
-                       comm::ReduceOp::Sum, 0};
-      if (opt_.mode == SyncMode::ReduceBcast)
-        param_algo_.push_back(comm_.resolve(opt_.algo, a, opt_.block_bytes));
-    }
+  for (size_t b = 0; b < buckets_.size() && comm_.size() > 1; ++b) {
+    grad_algo_.push_back(resolve_grad(b, opt_.algo));
+    if (opt_.mode != SyncMode::ReduceBcast) continue;
+    const comm::CollArgs a{comm::CollKind::Bcast, nullptr, nullptr, buckets_[b].count, DType::F32,
+                           comm::ReduceOp::Sum, 0};
+    param_algo_.push_back(comm_.resolve(opt_.algo, a, opt_.block_bytes));
   }
 }
 
