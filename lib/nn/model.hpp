@@ -110,10 +110,14 @@ class Model {
   /// Parameter tensors in arena order (last layer first).
   const std::vector<ParamSlot>& slots() const { return slots_; }
 
-  /// Cuts the gradient arena into buckets of at most max_bytes, whole tensors
-  /// each (a tensor larger than max_bytes gets a bucket of its own), in the
-  /// order backward completes them: bucket 0 (at offset 0) first.
+  /// Cuts the gradient arena into buckets, in the order backward completes
+  /// them (bucket 0, at offset 0, first): whole layers each, packed up to
+  /// max_bytes (a layer larger than that gets a bucket of its own); then a
+  /// bucket under max_bytes / kSmallBucketDivisor joins the next one (the
+  /// last joins the one before), so no collective is spent on a stray bias or
+  /// a small last layer. A bucket may thus exceed max_bytes by that much.
   std::vector<GradBucket> buckets(size_t max_bytes) const;
+  static constexpr size_t kSmallBucketDivisor = 8;
 
   /// Position of the random streams used in training (dropout masks): the
   /// training forwards done so far. A checkpoint saves it so a resumed run

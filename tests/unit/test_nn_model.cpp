@@ -3,6 +3,7 @@
 // reproducible initialisation and the inference path.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -117,35 +118,64 @@ TEST_F(ModelTest, ArenasAreInReverseLayerOrderAndParamsAreViews) {
 
 TEST_F(ModelTest, BucketsAreContiguousBoundedAndInBackwardOrder) {
   auto m = build_model(*dev, "mlp:784-512-256-10", Shape{784}, 1);
-  // Tensors in arena order: 2560, 10 (layer 4), 131072, 256 (layer 2), 401408, 512 (layer 0).
+  // Layers in arena order: 4 (2560 + 10 floats), 2 (131072 + 256), 0 (401408 + 512).
   const auto b = m->buckets(600000);
-  ASSERT_EQ(b.size(), 3u);
+  ASSERT_EQ(b.size(), 2u);
   EXPECT_EQ(b[0].offset, 0u);
   EXPECT_EQ(b[0].count, 2560u + 10 + 131072 + 256);
   EXPECT_EQ(b[0].first_layer, 2u);
   EXPECT_EQ(b[0].last_layer, 4u);
-  EXPECT_EQ(b[1].count, 401408u);  // larger than the limit: alone
+  EXPECT_EQ(b[1].count, 401408u + 512);  // larger than the limit: alone, with its bias
   EXPECT_EQ(b[1].first_layer, 0u);
-  EXPECT_EQ(b[2].count, 512u);
+  EXPECT_EQ(b[1].last_layer, 0u);
 
+  // Where the layers start, in arena order: a bucket never splits a layer.
+  std::vector<size_t> layer_starts;
+  for (size_t i = 0; i < m->slots().size(); ++i)
+    if (i == 0 || m->slots()[i].layer != m->slots()[i - 1].layer)
+      layer_starts.push_back(m->slots()[i].offset);
   for (size_t max_bytes : {size_t{0}, size_t{4}, size_t{10000}, size_t{1} << 20, size_t{1} << 30}) {
     SCOPED_TRACE(max_bytes);
     const auto bs = m->buckets(max_bytes);
+    const size_t small = max_bytes / nn::Model::kSmallBucketDivisor;
     size_t offset = 0, prev_first = m->num_layers();
     for (const GradBucket& g : bs) {
       EXPECT_EQ(g.offset, offset);
+      EXPECT_NE(std::find(layer_starts.begin(), layer_starts.end(), g.offset), layer_starts.end());
       EXPECT_GT(g.count, 0u);
-      bool single = false;
-      for (const ParamSlot& s : m->slots()) single |= s.offset == g.offset && s.count == g.count;
-      EXPECT_TRUE(g.count * sizeof(float) <= max_bytes || single);
+      EXPECT_TRUE(g.count * sizeof(float) <= max_bytes + small || g.first_layer == g.last_layer ||
+                  bs.size() == 1)
+          << "a bucket over the limit holds one layer";
+      EXPECT_TRUE(g.count * sizeof(float) >= small || bs.size() == 1) << "no small bucket alone";
       EXPECT_LE(g.first_layer, prev_first);  // ready no earlier than the one before
       prev_first = g.first_layer;
       offset += g.count;
     }
     EXPECT_EQ(offset, m->param_count());
   }
-  EXPECT_EQ(m->buckets(0).size(), 6u);
+  EXPECT_EQ(m->buckets(0).size(), 3u);  // one per layer
   EXPECT_EQ(m->buckets(size_t{1} << 30).size(), 1u);
+}
+
+TEST_F(ModelTest, SmallBucketsJoinTheirNeighbours) {
+  // Layers 4 (3010 floats, 12 KB), 2 (90300, 361 KB), 0 (30300, 121 KB). At
+  // 200 KB the last layer would go alone before layer 2's large bucket: it
+  // joins it instead.
+  auto m = build_model(*dev, "mlp:100-300-300-10", Shape{100}, 1);
+  auto b = m->buckets(200000);
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(b[0].count, 3010u + 90300);
+  EXPECT_EQ(b[0].first_layer, 2u);
+  EXPECT_EQ(b[0].last_layer, 4u);
+  EXPECT_EQ(b[1].count, 30300u);
+  // The first layer small too (3300 floats): the last bucket joins the one before.
+  m = build_model(*dev, "mlp:10-300-300-10", Shape{10}, 1);
+  b = m->buckets(200000);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0].count, m->param_count());
+  EXPECT_EQ(b[0].first_layer, 0u);
+  // Without the rule (the limit so small that nothing counts as small) each layer is alone.
+  EXPECT_EQ(m->buckets(7).size(), 3u);
 }
 
 TEST_F(ModelTest, BackwardCallbackFiresPerLayerAfterItsGradientsAreWritten) {
