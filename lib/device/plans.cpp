@@ -45,7 +45,8 @@ class GenericConv2d final : public AffinePlan {
     if (s_.relu) dev_.relu_forward(y, y, n * out_image_);
   }
 
-  void backward(float* dx, float* dw, float* db, const float* dy, const float* w) override {
+  void do_backward(float* dx, float* dw, float* db, const float* dy, const float* w,
+                   const std::function<void()>& grads_written) override {
     LPSGD_CHECK(x_, "conv2d plan: backward before forward");
     float* col = col_.as<float>();
     for (int64_t n = 0; n < s_.batch; ++n) {
@@ -62,6 +63,8 @@ class GenericConv2d final : public AffinePlan {
     }
     dev_.bias_grad(db, dy, static_cast<size_t>(s_.batch), static_cast<size_t>(s_.out_channels),
                    static_cast<size_t>(p_));
+    // dW accumulates image by image beside dx (one unfolding each): known at the end.
+    if (grads_written) grads_written();
   }
 
  private:
@@ -89,11 +92,13 @@ class GenericLinear final : public AffinePlan {
     if (s_.relu) dev_.relu_forward(y, y, static_cast<size_t>(n_) * static_cast<size_t>(out_));
   }
 
-  void backward(float* dx, float* dw, float* db, const float* dy, const float* w) override {
+  void do_backward(float* dx, float* dw, float* db, const float* dy, const float* w,
+                   const std::function<void()>& grads_written) override {
     LPSGD_CHECK(x_, "linear plan: backward before forward");
     // dW[out, in] = dy[N, out]^T x[N, in];  db = sum over the batch of dy.
     dev_.gemm(true, false, out_, in_, n_, 1.0f, dy, out_, x_, in_, 0.0f, dw, in_);
     dev_.bias_grad(db, dy, static_cast<size_t>(n_), static_cast<size_t>(out_), 1);
+    if (grads_written) grads_written();
     // dx[N, in] = dy[N, out] W[out, in].
     if (s_.input_grad) dev_.gemm(false, false, n_, in_, out_, 1.0f, dy, out_, w, in_, 0.0f, dx, in_);
   }

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -80,8 +81,18 @@ class AffinePlan {
   /// From dy, the gradient of the layer's pre-activation output (a fused
   /// ReLU's mask is applied by the caller), for the x and w of the last
   /// forward (w unchanged since): overwrites dw and db, and dx when the spec
-  /// asked for input gradients.
-  virtual void backward(float* dx, float* dw, float* db, const float* dy, const float* w) = 0;
+  /// asked for input gradients. grads_written, when given, is called exactly
+  /// once, as soon as dw and db are written (on a GPU: their work queued on
+  /// the stream): before dx is computed where the plan computes dx after
+  /// them, so that a trainer can start exchanging the gradients meanwhile.
+  void backward(float* dx, float* dw, float* db, const float* dy, const float* w,
+                const std::function<void()>& grads_written = {}) {
+    do_backward(dx, dw, db, dy, w, grads_written);
+  }
+
+ protected:
+  virtual void do_backward(float* dx, float* dw, float* db, const float* dy, const float* w,
+                           const std::function<void()>& grads_written) = 0;
 };
 
 class MaxPool2dPlan {

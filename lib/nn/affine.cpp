@@ -46,7 +46,7 @@ const Tensor& AffineLayer::do_backward(const Tensor& dy) {
   if (input_grad_) dx_ = dx_mem_.tensor(x_.shape());
   float* db = bias_ ? params_[1].grad.data() : static_cast<float*>(no_bias_.reserve(0)) + outputs_;
   plan(batch()).backward(input_grad_ ? dx_.data() : nullptr, params_[0].grad.data(), db, dy.data(),
-                         params_[0].value.data());
+                         params_[0].value.data(), [this] { params_written(); });
   return input_grad_ ? dx_ : none_;
 }
 

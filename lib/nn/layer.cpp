@@ -52,12 +52,27 @@ const Tensor& Layer::forward(const Tensor& x, Mode mode) {
   return y;
 }
 
-const Tensor& Layer::backward(const Tensor& dy) {
+const Tensor& Layer::backward(const Tensor& dy, const std::function<void()>& params_ready) {
   LPSGD_CHECK(can_backward_, describe() << ": backward() needs a forward() in Mode::Train first");
   LPSGD_CHECK(dy.shape() == out_.with_batch(batch_),
               describe() << ": output gradient of shape " << dy.shape().str() << ", expected "
                          << out_.with_batch(batch_).str());
-  return do_backward(dy);
+  params_ready_ = params_ready ? &params_ready : nullptr;
+  try {
+    const Tensor& dx = do_backward(dy);
+    params_written();  // where do_backward did not
+    return dx;
+  } catch (...) {
+    params_ready_ = nullptr;
+    throw;
+  }
+}
+
+void Layer::params_written() {
+  if (const std::function<void()>* f = params_ready_) {
+    params_ready_ = nullptr;
+    (*f)();
+  }
 }
 
 int64_t Layer::param_count() const {

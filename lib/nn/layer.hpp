@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -76,8 +77,11 @@ class Layer {
   const Tensor& forward(const Tensor& x, Mode mode);
   /// dy: [N, output...] for the last forward, which must have been Mode::Train.
   /// Writes the parameter gradients; returns dx, or an undefined tensor when
-  /// input gradients are off.
-  const Tensor& backward(const Tensor& dy);
+  /// input gradients are off. params_ready, when given, is called exactly
+  /// once, as soon as the parameter gradients are written (on a GPU: queued):
+  /// before dx is computed where the layer can (Linear and Conv2d compute
+  /// their weight gradients first), else when backward ends.
+  const Tensor& backward(const Tensor& dy, const std::function<void()>& params_ready = {});
 
   std::vector<Param>& params() { return params_; }
   const std::vector<Param>& params() const { return params_; }
@@ -98,6 +102,9 @@ class Layer {
   virtual const Tensor& do_backward(const Tensor& dy) = 0;
   /// Batch size of the last forward.
   int64_t batch() const { return batch_; }
+  /// For do_backward: the parameter gradients are written; tells backward's
+  /// caller (the first call only).
+  void params_written();
 
   Device& dev_;
   std::vector<Param> params_;
@@ -108,6 +115,7 @@ class Layer {
   Shape in_, out_;
   int64_t batch_ = 0;
   bool can_backward_ = false;
+  const std::function<void()>* params_ready_ = nullptr;  // during backward, until called
   bool configured_ = false;
 };
 

@@ -26,7 +26,9 @@
 namespace lpsgd::nn {
 
 /// Called by Model::backward right after layer `layer_index` has written its
-/// gradients (on a GPU: after the work is queued on the device's stream).
+/// parameter gradients (on a GPU: after the work is queued on the device's
+/// stream), which for Linear and Conv2d is before they compute their input
+/// gradient: the callee may start reading those gradients on another thread.
 using LayerDoneFn = std::function<void(size_t layer_index)>;
 
 /// Where one parameter tensor lives in the arenas.

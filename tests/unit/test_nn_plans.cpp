@@ -16,6 +16,7 @@
 // cuBLAS), where it skips without a usable GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -182,7 +183,16 @@ void check_conv(Device& dev, const ConvCase& c, bool generic, Precision prec = P
   // Twice, as in training: the second pass must not depend on leftovers of the first.
   for (int round = 0; round < 2; ++round) {
     plan->forward(by.p(), bx.p(), bw.p(), bb.p());
-    plan->backward(c.input_grad ? bdx.p() : nullptr, bdw.p(), bdb.p(), bdy.p(), bw.p());
+    int told = 0;
+    std::vector<float> dw_told, db_told;
+    plan->backward(c.input_grad ? bdx.p() : nullptr, bdw.p(), bdb.p(), bdy.p(), bw.p(), [&] {
+      ++told;
+      dw_told = bdw.host();
+      db_told = bdb.host();
+    });
+    EXPECT_EQ(told, 1) << what;
+    EXPECT_EQ(dw_told, bdw.host()) << what << ": dW not yet written when the plan said so";
+    EXPECT_EQ(db_told, bdb.host()) << what << ": db not yet written when the plan said so";
     const double terms = c.c * c.k * c.k, batch_terms = static_cast<double>(c.n) * oh * ow;
     check(by.host(), y, ay, terms, "forward");
     check(bdw.host(), dw, adw, batch_terms, "dW");
@@ -297,7 +307,21 @@ TEST_F(Plans, LinearMatchesTheReference) {
       Buf bx(*dev, x), bw(*dev, w), bb(*dev, b), bdy(*dev, dy), by(*dev, y.size()),
           bdx(*dev, x.size()), bdw(*dev, w.size()), bdb(*dev, b.size());
       plan->forward(by.p(), bx.p(), bw.p(), bb.p());
-      plan->backward(c.input_grad ? bdx.p() : nullptr, bdw.p(), bdb.p(), bdy.p(), bw.p());
+      // The plan tells when dW and db are written, before it computes dx.
+      int told = 0;
+      std::vector<float> dw_told, db_told, dx_told;
+      plan->backward(c.input_grad ? bdx.p() : nullptr, bdw.p(), bdb.p(), bdy.p(), bw.p(), [&] {
+        ++told;
+        dw_told = bdw.host();
+        db_told = bdb.host();
+        dx_told = bdx.host();
+      });
+      EXPECT_EQ(told, 1) << what;
+      EXPECT_EQ(dw_told, bdw.host()) << what << ": dW not yet written when the plan said so";
+      EXPECT_EQ(db_told, bdb.host()) << what << ": db not yet written when the plan said so";
+      if (c.input_grad)
+        EXPECT_TRUE(std::all_of(dx_told.begin(), dx_told.end(), [](float v) { return v == 12345.0f; }))
+            << what << ": dx computed before the weight gradients were told";
       if (prec == Precision::bf16) {
         if (dev->kind() == DeviceKind::Cpu) {
           EXPECT_EQ(plan->impl().rfind("onednn bf16 ", 0), 0u) << what << ": not a bf16 plan";

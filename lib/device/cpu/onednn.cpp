@@ -290,7 +290,8 @@ class Conv2d final : public AffinePlan {
     st.wait();
   }
 
-  void backward(float* dx, float* dw, float* db, const float* dy, const float* w) override {
+  void do_backward(float* dx, float* dw, float* db, const float* dy, const float* w,
+                   const std::function<void()>& grads_written) override {
     LPSGD_CHECK(x_saved_, "conv2d plan: backward before forward");
     auto& st = p_.stream;
     if (!x_bw_same_) x_bw_.load(st, x_saved_);
@@ -299,6 +300,10 @@ class Conv2d final : public AffinePlan {
     db_.set_data_handle(db);
     p_.bww.execute(st, p_.bww_args);
     dw_.store(st);
+    if (grads_written) {
+      st.wait();
+      grads_written();
+    }
     if (p_.has_bwd) {
       if (!dy_d_same_) dy_d_.load(st, dy);
       if (!w_bd_same_) w_bd_.load(st, w);
@@ -392,13 +397,18 @@ class Linear final : public AffinePlan {
     saved_ = true;
   }
 
-  void backward(float* dx, float* dw, float* db, const float* dy, const float*) override {
+  void do_backward(float* dx, float* dw, float* db, const float* dy, const float*,
+                   const std::function<void()>& grads_written) override {
     LPSGD_CHECK(saved_, "linear plan: backward before forward");
     auto& st = p_.stream;
     dy_.load(st, dy);
     dw_.set_data_handle(dw);
     db_.set_data_handle(db);
     p_.bww.execute(st, p_.bww_args);  // x_ still holds (or points at) forward's input
+    if (grads_written) {
+      st.wait();
+      grads_written();
+    }
     if (p_.has_bwd) {
       // W is unchanged since forward (AffinePlan's contract): its copy, or
       // the caller's memory itself, is still right.

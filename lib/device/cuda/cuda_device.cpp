@@ -227,7 +227,8 @@ class CublasBf16Linear final : public AffinePlan {
     saved_ = true;
   }
 
-  void backward(float* dx, float* dw, float* db, const float* dy, const float*) override {
+  void do_backward(float* dx, float* dw, float* db, const float* dy, const float*,
+                   const std::function<void()>& grads_written) override {
     LPSGD_CHECK(saved_, "linear plan: backward before forward");
     make_current(ordinal_);
     kernels::cuda::convert(DType::BF16, dy16_.data(), DType::F32, dy, size_y(), stream_);
@@ -236,6 +237,7 @@ class CublasBf16Linear final : public AffinePlan {
                              0.0f, dw, in_);
     kernels::cuda::bias_grad(db, dy16(), static_cast<size_t>(n_), static_cast<size_t>(out_), 1,
                              stream_);
+    if (grads_written) grads_written();
     // dx[N, in] = dy[N, out] W[out, in], from forward's copy of W (unchanged since).
     if (s_.input_grad)
       kernels::cuda::gemm_bf16(blas_, false, false, n_, in_, out_, 1.0f, dy16(), out_, w16(), in_,
@@ -302,7 +304,8 @@ class CublasBf16Conv2d final : public AffinePlan {
     saved_ = true;
   }
 
-  void backward(float* dx, float* dw, float* db, const float* dy, const float*) override {
+  void do_backward(float* dx, float* dw, float* db, const float* dy, const float*,
+                   const std::function<void()>& grads_written) override {
     LPSGD_CHECK(saved_, "conv2d plan: backward before forward");
     make_current(ordinal_);
     const size_t batch = static_cast<size_t>(s_.batch);
@@ -313,6 +316,7 @@ class CublasBf16Conv2d final : public AffinePlan {
     // dY is [Cout, M]: each channel's gradients are one row.
     kernels::cuda::bias_grad(db, dy16(), 1, static_cast<size_t>(cout_), static_cast<size_t>(m_),
                              stream_);
+    if (grads_written) grads_written();
     if (s_.input_grad) {
       kernels::cuda::gemm_bf16(blas_, true, false, k_, m_, cout_, 1.0f, w16(), k_, dy16(), m_,
                                0.0f, scratch(), m_);

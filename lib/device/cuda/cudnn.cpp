@@ -200,7 +200,8 @@ class Conv2d final : public AffinePlan {
     if (s_.relu) dev_.relu_forward(y, y, n * c * p);
   }
 
-  void backward(float* dx, float* dw, float* db, const float* dy, const float* w) override {
+  void do_backward(float* dx, float* dw, float* db, const float* dy, const float* w,
+                   const std::function<void()>& grads_written) override {
     LPSGD_CHECK(x_saved_, "conv2d plan: backward before forward");
     cuda_make_current(dev_);
     const float one = 1.0f, zero = 0.0f;
@@ -210,6 +211,7 @@ class Conv2d final : public AffinePlan {
           "cudnnConvolutionBackwardFilter");
     dev_.bias_grad(db, dy, static_cast<size_t>(s_.batch), static_cast<size_t>(s_.out_channels),
                    s_.g.col_cols());
+    if (grads_written) grads_written();
     if (s_.input_grad)
       check(cudnnConvolutionBackwardData(h_, &one, w_.get(), w, y_.get(), dy, conv_.get(),
                                          bwd_algo_, work_.data(), work_.bytes(), &zero, x_.get(),
@@ -359,13 +361,15 @@ class Bf16Conv2d final : public AffinePlan {
     saved_ = true;
   }
 
-  void backward(float* dx, float* dw, float* db, const float* dy, const float*) override {
+  void do_backward(float* dx, float* dw, float* db, const float* dy, const float*,
+                   const std::function<void()>& grads_written) override {
     LPSGD_CHECK(saved_, "conv2d plan: backward before forward");
     cuda_make_current(dev_);
     kernels::cuda::convert(DType::BF16, dy16_.data(), DType::F32, dy, ny_, stream_);
     check(run_backward_filter(dw), "cudnnConvolutionBackwardFilter (bf16 in, float out)");
     kernels::cuda::bias_grad(db, dy16_.as<bfloat16>(), static_cast<size_t>(s_.batch),
                              static_cast<size_t>(s_.out_channels), s_.g.col_cols(), stream_);
+    if (grads_written) grads_written();
     // W is unchanged since forward (AffinePlan's contract): its bf16 copy is still right.
     if (s_.input_grad)
       check(run_backward_data(dx), "cudnnConvolutionBackwardData (bf16 in, float out)");
