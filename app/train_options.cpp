@@ -71,7 +71,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& out) {
     ("sync", po::value(&sync)->default_value(sync), "allreduce or reduce-bcast (gradients to rank 0, parameters back)")
     ("algo", po::value(&algo)->default_value(algo), "collective algorithm: auto (per bucket by the cost model of this cluster's links, measured on first use; a resume keeps the checkpoint's choices), lp, tree, mst, be, ring or mpi")
     ("block", po::value(&block)->default_value(block), "LP block size in bytes (K/M suffixes) or auto")
-    ("bucket-mb", cli::value_with_default(&bucket_mb), "largest gradient bucket in MiB (0: one bucket)")
+    ("bucket-mb", cli::value_with_default(&bucket_mb), "gradient buckets: whole layers packed up to this many MiB (0: one bucket)")
     ("overlap", po::value(&overlap)->default_value(overlap), "on: exchange buckets during backward; off: after it")
     ("wire", po::value(&wire)->default_value(wire), "what gradients travel as: fp32, bf16 or fp16 (sums in float, rounded once per addition; weights and optimizer stay fp32)")
     ("window", po::value(&c.window)->default_value(c.window), "LP blocks in flight per link")

@@ -179,43 +179,39 @@ void Model::place_arenas(float* params, float* grads) {
 
 std::vector<GradBucket> Model::buckets(size_t max_bytes) const {
   LPSGD_CHECK(finalized_, "Model::buckets before finalize()");
+  const auto absorb = [](GradBucket& into, const GradBucket& b) {  // b follows into in the arena
+    into.count += b.count;
+    into.first_layer = std::min(into.first_layer, b.first_layer);
+    into.last_layer = std::max(into.last_layer, b.last_layer);
+  };
   // A layer's tensors (weight and bias) are written by the same backward call,
   // so they are ready together: cutting between them would only add a
   // collective. Layers are packed whole, in the order backward completes them.
   std::vector<GradBucket> packed;
   for (size_t i = 0; i < slots_.size();) {
-    const size_t layer = slots_[i].layer, offset = slots_[i].offset;
-    size_t count = 0;
-    for (; i < slots_.size() && slots_[i].layer == layer; ++i) count += slots_[i].count;
-    const bool fits =
-        !packed.empty() && (packed.back().count + count) * sizeof(float) <= max_bytes;
-    if (!fits) packed.push_back(GradBucket{offset, 0, layer, layer});
-    GradBucket& b = packed.back();
-    b.count += count;
-    b.first_layer = std::min(b.first_layer, layer);
-    b.last_layer = std::max(b.last_layer, layer);
+    GradBucket layer{slots_[i].offset, 0, slots_[i].layer, slots_[i].layer};
+    for (; i < slots_.size() && slots_[i].layer == layer.first_layer; ++i) layer.count += slots_[i].count;
+    if (!packed.empty() && (packed.back().count + layer.count) * sizeof(float) <= max_bytes)
+      absorb(packed.back(), layer);
+    else
+      packed.push_back(layer);
   }
   // A bucket far below max_bytes (a small layer stranded before a large one,
-  // or the first layer's at the end) costs its collective's fixed latency for
-  // little data: it joins the bucket backward completes next (the last one
-  // joins the one before), which it can delay by at most that layer's backward.
+  // or the first layer at the end) would pay a collective's fixed latency for
+  // little data: it joins the bucket backward completes next (waiting for
+  // that one's layers), and the last one joins the one before.
   const size_t small = max_bytes / kSmallBucketDivisor;
   std::vector<GradBucket> out;
   for (const GradBucket& b : packed) {
-    if (!out.empty() && out.back().count * sizeof(float) < small) {
-      GradBucket& prev = out.back();
-      prev.count += b.count;
-      prev.first_layer = std::min(prev.first_layer, b.first_layer);
-      prev.last_layer = std::max(prev.last_layer, b.last_layer);
-    } else {
+    if (!out.empty() && out.back().count * sizeof(float) < small)
+      absorb(out.back(), b);
+    else
       out.push_back(b);
-    }
   }
   if (out.size() > 1 && out.back().count * sizeof(float) < small) {
     const GradBucket last = out.back();
     out.pop_back();
-    out.back().count += last.count;
-    out.back().first_layer = std::min(out.back().first_layer, last.first_layer);
+    absorb(out.back(), last);
   }
   return out;
 }
