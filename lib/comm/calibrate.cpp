@@ -22,13 +22,17 @@ constexpr size_t kStreamBytes = 64u << 20;
 constexpr double kStreamBudget = 0.15;
 constexpr int kTagCount = 31;  // on the control communicator, between two ranks
 
-/// Completes a nonblocking collective, sleeping between tests. The ranks that
-/// take no part in a measurement wait for its result here: in a blocking call
-/// MPI would poll, and where ranks outnumber cores (several nodes emulated on
-/// one machine) that polling took the measuring ranks' cores and made a
-/// network hop's latency come out 15 us to 0.9 ms from one calibration to
-/// the next. Called after the timer has stopped, so the sleeps time nothing.
-void wait_sleeping(MPI_Request& req) {
+/// Completes a nonblocking collective; `idle`: sleeping between tests. The
+/// ranks that take no part in a measurement wait for its result that way: in
+/// a blocking call MPI would poll, and where ranks outnumber cores (several
+/// nodes emulated on one machine) that polling took the measuring ranks'
+/// cores and made a network hop's latency come out 15 us to 0.9 ms from one
+/// calibration to the next. The measuring ranks wait as before.
+void wait_result(MPI_Request& req, bool idle) {
+  if (!idle) {
+    MPI_CHECK(MPI_Wait(&req, MPI_STATUS_IGNORE));
+    return;
+  }
   for (int done = 0;;) {
     MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
     if (done) return;
@@ -114,7 +118,7 @@ double stream_period(Communicator& c, const std::vector<Hop>& hops, size_t bytes
     double s = timer.elapsed_s();
     MPI_Request req;
     MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, &s, 1, MPI_DOUBLE, MPI_MAX, c.ctrl_comm(), &req));
-    wait_sleeping(req);
+    wait_result(req, ends.empty());
     if (r > 0) {
       t.push_back(s / static_cast<double>(k));
       spent += s;
@@ -188,7 +192,7 @@ double half_round_trip(Communicator& c, int a, size_t bytes, int reps, DeviceBuf
   }
   MPI_Request req;
   MPI_CHECK(MPI_Ibcast(&h, 1, MPI_DOUBLE, a, c.ctrl_comm(), &req));
-  wait_sleeping(req);
+  wait_result(req, pos != 0 && pos != 1);
   return h;
 }
 
