@@ -99,19 +99,18 @@ const Tensor& Model::backward(const Tensor& dlogits, const LayerDoneFn& on_layer
   const Tensor* g = &dlogits;
   bool flowing = true;  // below a layer that computes no input gradient, nothing is left to do
   for (size_t l = layers_.size(); l-- > 0;) {
-    bool done = false;  // on_layer_done(l) called
     if (flowing) {
       const double t0 = trace::enabled() ? now_s() : 0;
-      // Told as soon as the layer's parameter gradients are written: its
-      // buckets may start while the layer still computes its input gradient.
+      // Told (exactly once) as soon as the layer's parameter gradients are
+      // written: its buckets may start while it computes its input gradient.
       g = &layers_[l]->backward(*g, [&] {
-        done = true;
         if (on_layer_done) on_layer_done(l);
       });
       flowing = layers_[l]->input_grad();
       if (t0 > 0) trace::complete(trace::Lane::Step, "layer", "bwd " + layers_[l]->describe(), t0, now_s());
+    } else if (on_layer_done) {
+      on_layer_done(l);
     }
-    if (!done && on_layer_done) on_layer_done(l);
   }
   return *g;
 }
