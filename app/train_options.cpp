@@ -72,7 +72,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& out) {
     ("algo", po::value(&algo)->default_value(algo), "collective algorithm: auto (per bucket by the cost model of this cluster's links, measured on first use; a resume keeps the checkpoint's choices), lp, tree, mst, be, ring or mpi")
     ("block", po::value(&block)->default_value(block), "LP block size in bytes (K/M suffixes) or auto")
     ("bucket-mb", cli::value_with_default(&bucket_mb), "gradient buckets: whole layers packed up to this many MiB (0: one bucket)")
-    ("overlap", po::value(&overlap)->default_value(overlap), "on: exchange buckets during backward; off: after it")
+    ("overlap", po::value(&overlap)->default_value(overlap), "on: exchange buckets during backward, and let the next forward start while the last ones travel; backward: during backward only; off: after it")
     ("wire", po::value(&wire)->default_value(wire), "what gradients travel as: fp32, bf16 or fp16 (sums in float, rounded once per addition; weights and optimizer stay fp32)")
     ("window", po::value(&c.window)->default_value(c.window), "LP blocks in flight per link")
     ("links", po::value(&links)->default_value(links), "auto (peer links in a node) or mpi")
@@ -114,9 +114,10 @@ bool parse_train_options(int argc, char** argv, TrainOptions& out) {
   if (!(bucket_mb >= 0 && bucket_mb <= 1 << 20))
     LPSGD_USAGE_ERROR("--bucket-mb must be in [0, 1048576], got " << bucket_mb);
   c.sync.bucket_bytes = static_cast<size_t>(bucket_mb * 1024 * 1024);
-  if (overlap != "on" && overlap != "off")
-    LPSGD_USAGE_ERROR("--overlap must be on or off, got '" << overlap << "'");
-  c.sync.overlap = overlap == "on";
+  if (overlap != "on" && overlap != "backward" && overlap != "off")
+    LPSGD_USAGE_ERROR("--overlap must be on, backward or off, got '" << overlap << "'");
+  c.sync.overlap = overlap != "off";
+  c.sync.defer = overlap == "on";
   c.sync.wire = train::parse_wire(wire);
   c.links = comm::parse_links(links);
   c.progress = train::parse_progress_mode(progress);

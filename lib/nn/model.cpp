@@ -67,7 +67,7 @@ void Model::prepare(int64_t batch) {
   for (auto& layer : layers_) layer->prepare(batch);
 }
 
-const Tensor& Model::forward(const Tensor& x, Mode mode) {
+const Tensor& Model::forward(const Tensor& x, Mode mode, const LayerStartFn& before_layer) {
   LPSGD_CHECK(finalized_, "Model::forward before finalize()");
   const int64_t per_sample = input_shape_.numel();
   LPSGD_CHECK(x.shape().rank() >= 1 && x.shape()[0] >= 1 && x.numel() == x.shape()[0] * per_sample,
@@ -75,16 +75,13 @@ const Tensor& Model::forward(const Tensor& x, Mode mode) {
                                       << input_shape_.str());
   input_ = x.reshape(input_shape_.with_batch(x.shape()[0]));
   const Tensor* h = &input_;
-  if (mode == Mode::Train && trace::enabled()) {
-    for (auto& layer : layers_) {
-      const double t0 = now_s();
-      h = &layer->forward(*h, mode);
-      trace::complete(trace::Lane::Step, "layer", "fwd " + layer->describe(), t0, now_s());
-    }
-    output_ = h;
-    return *h;
+  const bool traced = mode == Mode::Train && trace::enabled();
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    if (before_layer) before_layer(l);
+    const double t0 = traced ? now_s() : 0;
+    h = &layers_[l]->forward(*h, mode);
+    if (traced) trace::complete(trace::Lane::Step, "layer", "fwd " + layers_[l]->describe(), t0, now_s());
   }
-  for (auto& layer : layers_) h = &layer->forward(*h, mode);
   output_ = h;
   return *h;
 }
@@ -116,8 +113,9 @@ const Tensor& Model::backward(const Tensor& dlogits, const LayerDoneFn& on_layer
 }
 
 LossStats Model::forward_backward(const Tensor& x, const int32_t* labels,
-                                  const LayerDoneFn& on_layer_done) {
-  const Tensor& logits = forward(x, Mode::Train);
+                                  const LayerDoneFn& on_layer_done,
+                                  const LayerStartFn& before_layer) {
+  const Tensor& logits = forward(x, Mode::Train, before_layer);
   const LossStats s = loss_.forward(logits, labels, true);
   backward(loss_.grad(), on_layer_done);
   return s;

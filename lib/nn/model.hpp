@@ -31,6 +31,12 @@ namespace lpsgd::nn {
 /// gradient: the callee may start reading those gradients on another thread.
 using LayerDoneFn = std::function<void(size_t layer_index)>;
 
+/// Called by Model::forward right before layer `layer_index` reads its
+/// parameters: a trainer whose last update is still arriving (the next
+/// forward overlapping the tail of the gradient exchange) completes that
+/// layer's update here.
+using LayerStartFn = std::function<void(size_t layer_index)>;
+
 /// Where one parameter tensor lives in the arenas.
 struct ParamSlot {
   size_t layer;   ///< index of the layer in the model
@@ -75,7 +81,8 @@ class Model {
   /// values). Returns the logits [N, classes], valid until the next forward.
   /// Layers keep views of their inputs for backward, so x's memory must stay
   /// valid until backward() has run (a Tensor::empty() copy keeps it alive).
-  const Tensor& forward(const Tensor& x, Mode mode);
+  /// before_layer(i), if given, is called before each layer i runs.
+  const Tensor& forward(const Tensor& x, Mode mode, const LayerStartFn& before_layer = {});
   /// Backpropagates dlogits through all layers after a Mode::Train forward,
   /// overwriting the whole gradient arena; calls on_layer_done(i) for i =
   /// last ... 0. Returns the gradient w.r.t. the input if set_input_grad(true),
@@ -85,7 +92,8 @@ class Model {
   /// forward (Train) + mean softmax cross-entropy + backward: fills the
   /// gradient arena. labels: N int32 in device memory.
   LossStats forward_backward(const Tensor& x, const int32_t* labels,
-                             const LayerDoneFn& on_layer_done = {});
+                             const LayerDoneFn& on_layer_done = {},
+                             const LayerStartFn& before_layer = {});
   /// Inference: forward in Mode::Eval, no gradients, no dropout.
   LossStats evaluate(const Tensor& x, const int32_t* labels);
   /// The logits [N, classes] of the last forward (or evaluate), valid until

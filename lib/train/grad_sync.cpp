@@ -1,6 +1,8 @@
 #include "train/grad_sync.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <sstream>
 
 #include "core/cli.hpp"
@@ -60,6 +62,14 @@ GradSync::GradSync(comm::Communicator& comm, comm::ProgressEngine* engine, nn::M
   size_t largest = 0;
   for (const auto& b : buckets_) largest = std::max(largest, b.count * dtype_size(wire_));
   if (comm_.size() > 1) comm_.reserve_scratch(largest);
+  hold_from_ = buckets_.size();
+  seq_pos_.assign(buckets_.size(), 0);
+  ready_s_.assign(buckets_.size(), 0.0);
+  layer_bucket_.assign(model.num_layers(), SIZE_MAX);
+  for (size_t b = 0; b < buckets_.size(); ++b)
+    for (size_t l = buckets_[b].first_layer; l <= buckets_[b].last_layer; ++l) layer_bucket_[l] = b;
+  may_defer_ = opt_.defer && opt_.overlap && engine_ && comm_.size() > 1 &&
+              opt_.mode == SyncMode::Allreduce;
   // auto's choices, once for the run (the same on every rank: the ranks share
   // one cost model).
   for (size_t b = 0; b < buckets_.size() && comm_.size() > 1; ++b) {
@@ -106,7 +116,8 @@ void* GradSync::travelling(size_t b) const {
 std::string GradSync::describe() const {
   std::ostringstream os;
   os << sync_mode_name(opt_.mode) << ", " << buckets_.size() << " bucket"
-     << (buckets_.size() == 1 ? "" : "s") << ", overlap " << (opt_.overlap ? "on" : "off")
+     << (buckets_.size() == 1 ? "" : "s") << ", overlap "
+     << (may_defer_ ? "on" : opt_.overlap ? "backward" : "off")
      << ", wire " << wire_name(opt_.wire);
   if (opt_.wire != DType::F32 && comm_.size() == 1) os << " (one rank: nothing travels)";
   if (wire_ != DType::F32 && opt_.mode == SyncMode::ReduceBcast) os << " (parameters: fp32)";
@@ -136,10 +147,34 @@ std::string GradSync::describe() const {
   return os.str();
 }
 
-void GradSync::begin_step() {
-  launched_ = 0;
+void GradSync::begin_step() { std::fill(bucket_wait_s_.begin(), bucket_wait_s_.end(), 0.0); }
+
+void GradSync::start_exchange() {
+  if (started_) return;
+  // The forward has read every layer, so before_layer completed every update;
+  // a bucket still in flight would read the gradients backward now overwrites.
+  LPSGD_CHECK(next_ == launch_seq_.size(),
+              "a bucket of the last step is still in flight as backward begins (the forward "
+              "did not complete its updates)");
+  started_ = true;
+  passed_ = 0;
+  launch_seq_.clear();
+  next_ = 0;
   submitted_s_.clear();
-  std::fill(bucket_wait_s_.begin(), bucket_wait_s_.end(), 0.0);
+  backward_s_ = now_s();
+}
+
+void GradSync::pass_ready(size_t layer) {
+  while (passed_ < buckets_.size() && buckets_[passed_].first_layer >= layer) {
+    const double now = now_s();
+    ready_s_[passed_] = now - backward_s_;
+    if (trace::enabled())
+      trace::instant(trace::Lane::Step, "bucket", "bucket " + std::to_string(passed_) + " ready", now,
+                     "\"bucket\":" + std::to_string(passed_) + ",\"bytes\":" +
+                         std::to_string(buckets_[passed_].count * dtype_size(wire_)));
+    if (passed_ < hold_from_) launch(passed_);
+    ++passed_;
+  }
 }
 
 // c reads what the compute queue has produced up to now (e marks it). The
@@ -165,6 +200,8 @@ void GradSync::order(Device& from, Device& to, DeviceEvent& e) {
 
 void GradSync::launch(size_t b) {
   if (comm_.size() == 1) return;
+  seq_pos_[b] = launch_seq_.size();
+  launch_seq_.push_back(b);
   const comm::CollKind kind = grad_kind();
   const size_t n = buckets_[b].count;
   const auto [algo, block] = grad_algo_[b];
@@ -186,10 +223,6 @@ void GradSync::launch(size_t b) {
     const comm::CollArgs a{kind, travelling(b), travelling(b), n, wire_, comm::ReduceOp::Avg, 0};
     grad_coll_[b] = comm_.create(algo, a, block);
   }
-  if (trace::enabled())
-    trace::instant(trace::Lane::Step, "bucket", "bucket " + std::to_string(b) + " ready", now_s(),
-                   "\"bucket\":" + std::to_string(b) + ",\"bytes\":" +
-                       std::to_string(n * dtype_size(wire_)));
   submit(grad_coll_[b].get(), *ready_[b]);
 }
 
@@ -197,8 +230,105 @@ void GradSync::on_layer_done(size_t layer) {
   if (!opt_.overlap) return;
   // Bucket b is complete once backward has passed its lowest layer; on a GPU
   // the gradients are only queued by then, which launch() orders with an event.
-  while (launched_ < buckets_.size() && buckets_[launched_].first_layer >= layer)
-    launch(launched_++);
+  start_exchange();
+  pass_ready(layer);
+}
+
+void GradSync::before_layer(size_t layer) {
+  if (next_ == launch_seq_.size()) return;
+  const double t0 = now_s();
+  const size_t b = layer_bucket_.at(layer);
+  if (b != SIZE_MAX && seq_pos_[b] >= next_) {
+    const trace::Span span(trace::Lane::Step, "update", "tail of the last step for layer " + std::to_string(layer));
+    complete(seq_pos_[b] + 1, carried_);
+  }
+  // What has arrived meanwhile is updated now, not when its layer comes.
+  while (next_ < launch_seq_.size() && grad_coll_[launch_seq_[next_]]->done())
+    complete(next_ + 1, carried_);
+  carried_.deferred_s += now_s() - t0;
+}
+
+void GradSync::complete(size_t upto, SyncTimes& t) {
+  for (; next_ < upto; ++next_) {
+    const size_t b = launch_seq_[next_];
+    wait(b, grad_coll_[b].get(), t);
+    order(comm_.device(), model_.device(), *arrived_[b]);
+    update(b, lr_);
+  }
+  if (next_ < launch_seq_.size()) return;
+  std::vector<comm::Collective*> done;
+  for (size_t b : launch_seq_) done.push_back(grad_coll_[b].get());
+  t.comm_s += busy_s(done);
+  for (auto& c : grad_coll_) c.reset();
+}
+
+// Collectives move data one at a time, in start order: each was busy from
+// when it could start (submitted, and the previous one finished) until done.
+double GradSync::busy_s(const std::vector<comm::Collective*>& in_start_order) const {
+  double busy = 0, prev_done = 0;
+  for (size_t i = 0; i < in_start_order.size(); ++i) {
+    const double begin = std::max(submitted_s_[i], prev_done);
+    const double end = in_start_order[i]->finished_s();
+    if (end > begin) busy += end - begin;
+    prev_done = std::max(prev_done, end);
+  }
+  return busy;
+}
+
+SyncTimes GradSync::finish() {
+  SyncTimes t;
+  if (next_ < launch_seq_.size()) complete(launch_seq_.size(), t);
+  return t;
+}
+
+std::vector<double> GradSync::launch_timings() const {
+  std::vector<double> t(ready_s_);
+  t.push_back(backward_end_s_);
+  return t;
+}
+
+size_t hold_from(const std::vector<double>& ready_s, double backward_s,
+                 const std::vector<double>& cost_s) {
+  const size_t nb = ready_s.size();
+  LPSGD_CHECK(cost_s.size() == nb, "hold_from: " << cost_s.size() << " costs for " << nb << " buckets");
+  // The link as the cost model sees it: bucket b starts once it is ready and
+  // the one before it is done. Holding a bucket back costs nothing while the
+  // link is still busy when backward ends; hold from the first one predicted
+  // to start after that by a quarter of the link's busy time before it (the
+  // model's error on a real network), so a misprediction leaves no gap.
+  double free_s = 0;
+  for (size_t b = 0; b < nb; ++b) {
+    const double start = std::max(free_s, ready_s[b]);
+    if (b > 0 && start - backward_s >= 0.25 * (start - ready_s[0])) return b;
+    if (!std::isfinite(cost_s[b])) return nb;  // no prediction (the MPI library's)
+    free_s = start + cost_s[b];
+  }
+  return nb;
+}
+
+std::string GradSync::plan_launches(const std::vector<double>& timings) {
+  const size_t nb = buckets_.size();
+  LPSGD_CHECK(timings.size() == nb + 1, "plan_launches: " << timings.size() << " timings for "
+                                                          << nb << " buckets");
+  hold_from_ = nb;
+  defer_ = false;
+  if (!may_defer_ || nb < 2) return {};
+  const auto mix = comm::LinkMix::of(comm_.chain());
+  std::vector<double> cost(nb);
+  for (size_t b = 0; b < nb; ++b)
+    cost[b] = comm_.model().predict(grad_algo_[b].first, grad_kind(),
+                                    static_cast<double>(buckets_[b].count * dtype_size(wire_)),
+                                    comm_.size(), 0, static_cast<double>(grad_algo_[b].second), mix);
+  hold_from_ = hold_from({timings.begin(), timings.end() - 1}, timings.back(), cost);
+  if (hold_from_ == nb) return {};
+  defer_ = true;
+  std::ostringstream os;
+  os << "launch order: bucket" << (hold_from_ == 1 ? " 0" : "s 0-" + std::to_string(hold_from_ - 1))
+     << " as backward completes " << (hold_from_ == 1 ? "it" : "them") << ", then ";
+  for (size_t b = nb; b-- > hold_from_;) os << b << (b > hold_from_ ? ", " : "");
+  os << " when it ends (predicted to wait for the link anyway), first layer first, so the next "
+        "forward's first layers update first";
+  return os.str();
 }
 
 void GradSync::wait(size_t b, comm::Collective* c, SyncTimes& t) {
@@ -229,54 +359,52 @@ void GradSync::update(size_t b, float lr) {
 }
 
 SyncTimes GradSync::apply(float lr) {
-  SyncTimes t;
+  SyncTimes t = carried_;  // this step's forward waited for the last step's tail
+  carried_ = {};
   const size_t nb = buckets_.size();
-  while (launched_ < nb) launch(launched_++);
+  start_exchange();
+  started_ = false;  // the next call begins the next step's exchange
+  backward_end_s_ = now_s() - backward_s_;
+  pass_ready(0);
+  // The held-back buckets, first layer (last bucket) first.
+  for (size_t b = nb; b-- > hold_from_;) launch(b);
+  lr_ = lr;
 
-  std::vector<comm::Collective*> done;  // every collective of the step, in start order
   if (comm_.size() == 1) {
     for (size_t b = 0; b < nb; ++b) update(b, lr);
-  } else if (opt_.mode == SyncMode::Allreduce) {
-    for (size_t b = 0; b < nb; ++b) {
+    return t;
+  }
+  if (opt_.mode == SyncMode::Allreduce) {
+    if (!defer_) complete(launch_seq_.size(), t);
+    return t;
+  }
+  // reduce-bcast (never deferred): all reduces, then all broadcasts.
+  std::vector<comm::Collective*> done;  // every collective of the step, in start order
+  const bool root = comm_.rank() == 0;
+  float* params = model_.params().data();
+  for (size_t b = 0; b < nb; ++b) {
+    done.push_back(grad_coll_[b].get());
+    if (root) {
       wait(b, grad_coll_[b].get(), t);
-      done.push_back(grad_coll_[b].get());
       order(comm_.device(), model_.device(), *arrived_[b]);
       update(b, lr);
     }
-  } else {
-    const bool root = comm_.rank() == 0;
-    float* params = model_.params().data();
-    for (size_t b = 0; b < nb; ++b) {
-      done.push_back(grad_coll_[b].get());
-      if (root) {
-        wait(b, grad_coll_[b].get(), t);
-        order(comm_.device(), model_.device(), *arrived_[b]);
-        update(b, lr);
-      }
-      // The broadcast reads the parameters the root has just updated.
-      float* p = params + buckets_[b].offset;
-      const comm::CollArgs a{comm::CollKind::Bcast, p, p, buckets_[b].count, DType::F32,
-                             comm::ReduceOp::Sum, 0};
-      param_coll_[b] = comm_.create(param_algo_[b].first, a, param_algo_[b].second);
-      submit(param_coll_[b].get(), *updated_[b]);
-    }
-    for (size_t b = 0; b < nb; ++b) {
-      if (!root) wait(b, grad_coll_[b].get(), t);
-      wait(b, param_coll_[b].get(), t);
-      done.push_back(param_coll_[b].get());
-    }
-    // The next forward reads the broadcast parameters.
-    order(comm_.device(), model_.device(), *step_done_);
+    // The broadcast reads the parameters the root has just updated.
+    float* p = params + buckets_[b].offset;
+    const comm::CollArgs a{comm::CollKind::Bcast, p, p, buckets_[b].count, DType::F32,
+                           comm::ReduceOp::Sum, 0};
+    param_coll_[b] = comm_.create(param_algo_[b].first, a, param_algo_[b].second);
+    submit(param_coll_[b].get(), *updated_[b]);
   }
-  // Collectives move data one at a time, in start order: each was busy from
-  // when it could start (submitted, and the previous one finished) until done.
-  double prev_done = 0;
-  for (size_t i = 0; i < done.size(); ++i) {
-    const double begin = std::max(submitted_s_[i], prev_done);
-    const double end = done[i]->finished_s();
-    if (end > begin) t.comm_s += end - begin;
-    prev_done = std::max(prev_done, end);
+  for (size_t b = 0; b < nb; ++b) {
+    if (!root) wait(b, grad_coll_[b].get(), t);
+    wait(b, param_coll_[b].get(), t);
+    done.push_back(param_coll_[b].get());
   }
+  // The next forward reads the broadcast parameters.
+  order(comm_.device(), model_.device(), *step_done_);
+  next_ = launch_seq_.size();
+  t.comm_s += busy_s(done);
   for (auto& c : grad_coll_) c.reset();
   for (auto& c : param_coll_) c.reset();
   return t;

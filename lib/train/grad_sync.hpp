@@ -35,7 +35,24 @@
 // recorded after the collective; the training thread never waits inside a
 // step except for the loss.
 //
-// Every rank starts its collectives in the same order (bucket order; in
+// The next forward overlaps the exchange's tail (GradSyncOptions::defer, the
+// trainer's --overlap on): apply() returns once every bucket is started, and
+// before_layer(l), which Model::forward calls before layer l, waits for the
+// collectives up to the one carrying l's gradients and applies their updates
+// (and any other that has arrived), so the first layers compute while the
+// last buckets still travel. Nothing else changes: every parameter gets the
+// update it would have got, from the same sums, before anything reads it
+// (finish() completes them all first, for an evaluation or a checkpoint).
+// That pays only if the first layers' buckets arrive first, while backward
+// completes them last: so once a step is timed, plan_launches() holds back
+// the buckets that would wait for the link anyway (those the cost model says
+// start after backward ends) and starts them when backward ends, first layer
+// first, so the bucket the next forward needs last travels last. Only then
+// does apply() defer: on fast links (one node) nothing is held, the first
+// layer's bucket is the last to arrive, and every step ends complete.
+//
+// Every rank starts its collectives in the same order (bucket order, or the
+// planned order, which every rank computes from the same agreed timings; in
 // reduce-bcast all reduces, then all broadcasts), which is what the chain's
 // start-order tickets require.
 #pragma once
@@ -64,6 +81,9 @@ struct GradSyncOptions {
   size_t block_bytes = 0;          ///< LP block; 0: the cost model's choice
   size_t bucket_bytes = 1u << 20;  ///< largest bucket (a bigger tensor gets its own)
   bool overlap = true;             ///< start buckets during backward (else after it)
+  /// With overlap (all-reduce mode, several ranks, an engine): the next
+  /// forward overlaps the exchange's tail (see the top of the file).
+  bool defer = false;
   DType wire = DType::F32;         ///< what gradients travel as: float, bf16 or fp16
 };
 
@@ -76,12 +96,25 @@ const char* wire_name(DType t);
 struct SyncTimes {
   double comm_s = 0;  ///< collectives in flight (overlapped with compute or not)
   double wait_s = 0;  ///< the training thread blocked waiting for them
+  /// Spent in the forward completing the last step's tail (its waits, also
+  /// in wait_s, and its updates): exchange and update, not compute.
+  double deferred_s = 0;
   SyncTimes& operator+=(const SyncTimes& o) {
     comm_s += o.comm_s;
     wait_s += o.wait_s;
+    deferred_s += o.deferred_s;
     return *this;
   }
 };
+
+/// The launch plan's rule (GradSync::plan_launches): given when each bucket
+/// is ready and when backward ends (seconds from its start) and each
+/// bucket's predicted collective time, the first bucket to hold back until
+/// backward ends; ready_s.size() holds none. A bucket is held when the link,
+/// busy with the buckets before it, would only start it well after backward
+/// ends; a cost that is not finite (no prediction) holds none from there.
+size_t hold_from(const std::vector<double>& ready_s, double backward_s,
+                 const std::vector<double>& cost_s);
 
 class GradSync {
  public:
@@ -91,17 +124,45 @@ class GradSync {
   GradSync(comm::Communicator& comm, comm::ProgressEngine* engine, nn::Model& model, Sgd& opt,
            const GradSyncOptions& options);
 
-  /// Call before each backward.
+  /// Call before each step's forward.
   void begin_step();
   /// The callback for Model::backward / forward_backward.
   nn::LayerDoneFn layer_done_fn() {
     return [this](size_t layer) { on_layer_done(layer); };
   }
   void on_layer_done(size_t layer);
+  /// The callback for Model::forward / forward_backward: completes the
+  /// updates layer l reads (and those already arrived) if the last apply()
+  /// deferred them.
+  nn::LayerStartFn before_layer_fn() {
+    return [this](size_t layer) { before_layer(layer); };
+  }
+  void before_layer(size_t layer);
   /// After backward: exchanges what is left, waits bucket by bucket and
   /// updates the parameters with learning rate lr. On return the step is
-  /// complete on this rank (parameters final, no collective in flight).
+  /// complete on this rank (parameters final, no collective in flight),
+  /// unless defers(): then the updates complete in the next forward or in
+  /// finish(). The times include the waits of this step's forward.
   SyncTimes apply(float lr);
+  /// Whether apply() leaves the exchange's tail to the next forward: once
+  /// plan_launches() has held some bucket back.
+  bool defers() const { return defer_; }
+  /// Whether plan_launches() may do so (GradSyncOptions::defer applies).
+  bool may_defer() const { return may_defer_; }
+  /// Completes what the last apply() deferred (nothing if it did not): the
+  /// parameters are final on return. Before anything else reads them.
+  SyncTimes finish();
+
+  /// This step's timings for plan_launches(), seconds from the start of
+  /// backward: when each bucket was ready, then when backward ended.
+  std::vector<double> launch_timings() const;
+  /// Plans the launch order from timings (launch_timings() of a step, the
+  /// same on every rank: e.g. their maximum over the ranks) and the cost
+  /// model: the buckets predicted to start after backward ends anyway start
+  /// when it ends, first layer first, and apply() defers from then on.
+  /// Returns the plan for the log (empty: the buckets go as backward
+  /// completes them and nothing is deferred). Only where may_defer().
+  std::string plan_launches(const std::vector<double>& timings);
 
   const std::vector<nn::GradBucket>& buckets() const { return buckets_; }
   /// Seconds the last apply() was blocked on each bucket's collectives.
@@ -134,6 +195,18 @@ class GradSync {
   /// Waits for c (a collective of bucket b); adds the time this thread was
   /// blocked to wait_s and to the bucket's wait.
   void wait(size_t b, comm::Collective* c, SyncTimes& t);
+  /// The first call of a step (backward's first bucket, or apply()): the
+  /// previous step's exchange must be complete.
+  void start_exchange();
+  /// Marks the buckets backward has completed down to `layer` ready and
+  /// starts those not held back.
+  void pass_ready(size_t layer);
+  /// All-reduce mode: waits for the collectives launched up to position
+  /// `upto` of this step's launch order and applies their updates; once all
+  /// are done, adds the step's communication time to t.
+  void complete(size_t upto, SyncTimes& t);
+  /// Seconds the collectives (given in start order) kept the links busy.
+  double busy_s(const std::vector<comm::Collective*>& in_start_order) const;
   void update(size_t bucket, float lr);
   /// Makes `to` wait for the work queued on `from` so far (no host wait).
   void order(Device& from, Device& to, DeviceEvent& e);
@@ -147,7 +220,19 @@ class GradSync {
   DType wire_ = DType::F32;  // F32 also where nothing travels (one rank)
   char* staging_ = nullptr;  // 16-bit gradients, laid out as the float arena
   std::vector<double> bucket_wait_s_;
-  size_t launched_ = 0;  // buckets whose gradient collective has started this step
+  bool may_defer_ = false;  // GradSyncOptions::defer applies (see there)
+  bool defer_ = false;      // ... and the launch plan holds buckets back
+  bool started_ = false;   // this step's exchange has begun (start_exchange)
+  size_t passed_ = 0;      // buckets backward has completed this step (ready)
+  size_t hold_from_;       // buckets >= this start when backward ends, last first
+  std::vector<size_t> launch_seq_;  // buckets in the order started this step
+  std::vector<size_t> seq_pos_;     // per bucket: its position in launch_seq_
+  size_t next_ = 0;        // launch_seq_[next_...] still to wait for and update
+  float lr_ = 0;           // the learning rate of those updates
+  std::vector<size_t> layer_bucket_;  // per layer: the bucket of its parameters (or npos)
+  std::vector<double> ready_s_;       // per bucket: ready, seconds after backward began
+  double backward_s_ = 0, backward_end_s_ = 0;  // this step's backward: start, end (offset)
+  SyncTimes carried_;      // waits of this step's forward, for its apply()
   std::vector<std::unique_ptr<comm::Collective>> grad_coll_, param_coll_;
   // Per bucket, resolved once: the gradient collective's algorithm and block,
   // and (reduce-bcast) the parameter broadcast's.

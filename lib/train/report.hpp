@@ -50,8 +50,10 @@ class MetricsWriter {
 /// Columns: step, start_s (when its compute began, after its data; steady
 /// clock, comparable between the ranks of one node), data_ms, compute_ms
 /// (forward and backward), apply_ms (what follows: gradient exchange and
-/// update), wait_ms (blocked on collectives, part of apply) and
-/// bucket_wait_ms (the same per bucket, comma-separated, in exchange order).
+/// update; with --overlap on also what the forward spent completing the last
+/// step's tail), wait_ms (blocked on collectives, part of apply) and
+/// bucket_wait_ms (the same per bucket, comma-separated, in bucket order).
+/// data + compute + apply is the step.
 class StepTrace {
  public:
   /// prefix "" writes nothing; otherwise PREFIX.rank<R>.tsv, started afresh.

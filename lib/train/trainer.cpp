@@ -33,6 +33,10 @@
 namespace lpsgd::train {
 namespace {
 
+// The launch order is planned from the timings of this process's second step
+// (the first allocates and warms up).
+constexpr int64_t kPlanAfterSteps = 2;
+
 // Sums LossStats over all ranks (three doubles: counts stay exact below 2^53).
 nn::LossStats sum_over_ranks(const nn::LossStats& s, Control& control) {
   double v[3] = {s.loss_sum, static_cast<double>(s.correct), static_cast<double>(s.count)};
@@ -83,6 +87,11 @@ class Run {
   void save(bool periodic = false);
   /// Writes the --trace timeline: every rank's events on rank 0's clock.
   void write_timeline();
+  /// Completes the updates the last step left to the next forward (see
+  /// GradSync), counted as training time: before anything reads parameters.
+  void settle();
+  /// After the first steps: agree on their timings and plan the launch order.
+  void plan_launches();
   /// Refuses --precision bf16, on every rank alike and before any work, when
   /// some rank's device cannot multiply bf16 natively.
   void require_precision();
@@ -129,6 +138,7 @@ class Run {
   double train_s_ = 0, data_s_ = 0, eval_s_ = 0, ckpt_s_ = 0;
   SyncTimes times_;
   uint64_t run_samples_ = 0;
+  int64_t run_steps_ = 0;  // steps this process has taken
   nn::LossStats interval_;  // this rank's training stats since the last record
   nn::LossStats shown_;     // ... since the last progress line
   double shown_train_s_ = 0, shown_wait_s_ = 0;
@@ -343,6 +353,7 @@ io::Checkpoint Run::snapshot() {
 }
 
 void Run::save(bool periodic) {
+  settle();
   const trace::Span span(trace::Lane::Run, "checkpoint", "checkpoint at step " + std::to_string(step_));
   const double t0 = now_s();
   // Every rank must hold what rank 0 writes.
@@ -612,7 +623,8 @@ void Run::step(const io::Batch& b, double data_s) {
   dev_.copy_from_host(y_.data(), b.y.data(), static_cast<size_t>(b.size) * sizeof(int32_t));
   const nn::Tensor x(dev_, x_.as<float>(), model_->input_shape().with_batch(b.size));
   sync_->begin_step();
-  const nn::LossStats s = model_->forward_backward(x, y_.as<int32_t>(), sync_->layer_done_fn());
+  const nn::LossStats s = model_->forward_backward(x, y_.as<int32_t>(), sync_->layer_done_fn(),
+                                                   sync_->before_layer_fn());
   const double t1 = now_s();
   lr_ = static_cast<float>(schedule_->lr(step_));
   const SyncTimes st = sync_->apply(lr_);
@@ -623,7 +635,10 @@ void Run::step(const io::Batch& b, double data_s) {
   interval_ += s;
   shown_ += s;
   ++step_;
-  trace_->write({step_, t0, data_s, t1 - t0, t2 - t1, st.wait_s}, sync_->bucket_wait_s());
+  // The forward's work on the last step's tail counts as apply, not compute.
+  trace_->write({step_, t0, data_s, t1 - t0 - st.deferred_s, t2 - t1 + st.deferred_s, st.wait_s},
+                sync_->bucket_wait_s());
+  if (++run_steps_ == kPlanAfterSteps) plan_launches();
   if (trace::enabled()) {
     trace::complete(trace::Lane::Step, "data", "data", t0 - data_s, t0);
     trace::complete(trace::Lane::Step, "step", "step " + std::to_string(step_), t0, t2,
@@ -631,6 +646,23 @@ void Run::step(const io::Batch& b, double data_s) {
   }
   samples_ += static_cast<uint64_t>(cfg_.batch) * static_cast<uint64_t>(world_);
   run_samples_ += static_cast<uint64_t>(cfg_.batch) * static_cast<uint64_t>(world_);
+}
+
+void Run::settle() {
+  const double t0 = now_s();
+  times_ += sync_->finish();
+  dev_.synchronize();
+  train_s_ += now_s() - t0;
+}
+
+void Run::plan_launches() {
+  if (!sync_->may_defer()) return;
+  // Every rank plans from the same numbers: the slowest rank's.
+  std::vector<double> t = sync_->launch_timings();
+  control_->allreduce(t.data(), static_cast<int>(t.size()), MPI_DOUBLE, MPI_MAX,
+                      "agreement on the step's timings");
+  const std::string plan = sync_->plan_launches(t);
+  if (rank_ == 0 && !plan.empty()) LPSGD_INFO(plan);
 }
 
 void Run::progress() {
@@ -654,6 +686,7 @@ void Run::progress() {
 }
 
 void Run::evaluate(const char* kind) {
+  settle();
   const trace::Span span(trace::Lane::Run, "eval", std::string(kind) + " at step " + std::to_string(step_));
   const double t0 = now_s();
   nn::LossStats local;

@@ -11,7 +11,8 @@
   one around it or after it, never across its end): layers inside steps;
 - every rank has S steps and, in every step, one collective per gradient
   bucket (all-reduce mode), on the exchange lane, each with its algorithm,
-  bytes and blocks, and starting after its bucket was ready;
+  bytes and blocks, starting after its bucket was ready and ending before
+  the next step does (--overlap on lets the next forward overlap it);
 - the ranks are on one clock: the spans of one collective (same step, same
   bucket) on all ranks overlap, as they must, since none can finish before
   every rank has joined.
@@ -96,13 +97,19 @@ def main():
             fail(f"rank {p}: {len(buckets)} buckets; the test expects several")
         if len(colls) != a.steps * len(buckets):
             fail(f"rank {p}: {len(colls)} collectives for {a.steps} steps of {len(buckets)} buckets")
+        # The collectives run one at a time, a step's after the step before's:
+        # the k-th group of len(buckets) (by start) is step k's. Each starts
+        # after its bucket was ready in that step and ends before the next
+        # step does (with --overlap on the next forward overlaps the last
+        # ones; after the last step, the final evaluation waits for them).
         by_step = []
         for i, (ts, end, st) in enumerate(steps):
-            inside = [c for c in colls if ts - EPS_US <= c[0] and c[1] <= end + EPS_US]
-            got = sorted(c[2]["args"]["bucket"] for c in inside)
+            group = colls[i * len(buckets):(i + 1) * len(buckets)]
+            got = sorted(c[2]["args"]["bucket"] for c in group)
             if got != buckets:
                 fail(f"rank {p} step {i + 1}: collectives of buckets {got}, expected {buckets}")
-            for c in inside:
+            until = steps[i + 1][1] if i + 1 < len(steps) else float("inf")
+            for c in group:
                 args = c[2]["args"]
                 for k in ("algo", "bytes", "blocks"):
                     if k not in args:
@@ -110,7 +117,10 @@ def main():
                 r = [t for t, b in ready if b == args["bucket"] and ts - EPS_US <= t <= end]
                 if not r or c[0] < r[0] - EPS_US:
                     fail(f"rank {p} step {i + 1}: bucket {args['bucket']} moved before it was ready")
-            by_step.append({c[2]["args"]["bucket"]: c for c in inside})
+                if c[1] > until + EPS_US:
+                    fail(f"rank {p} step {i + 1}: bucket {args['bucket']}'s collective ends after "
+                         f"the next step")
+            by_step.append({c[2]["args"]["bucket"]: c for c in group})
         per_rank[p] = by_step
 
     # One clock: a collective's spans on all ranks overlap.

@@ -7,6 +7,7 @@
 #   the same for cnn:lenet (oneDNN convolutions on the CPU): P = 1, 2, 4 on
 #     one trajectory, and the same run twice bitwise;
 #   the --trace timeline of a 4-rank run (trace_check.py);
+#   --overlap on with a launch plan (slow links): the bits of --overlap off;
 #   bad options and a dataset that does not fit the model: one error line.
 set -u
 LPSGD=$1
@@ -88,6 +89,36 @@ train p4-again 4 --batch 32
 compare --exact "$tmp/p4.jsonl" "$tmp/p4-again.jsonl"
 train p2-rb-again 2 --batch 64 --sync reduce-bcast
 compare --exact "$tmp/p2-rb.jsonl" "$tmp/p2-rb-again.jsonl"
+
+# --overlap on (the default) over links the cost model finds slow (MPI links
+# between pretend nodes of one rank, calibrated at 1 MB/s): the launch plan
+# holds buckets back and the next forward completes the last step's updates.
+# The same bits as --overlap backward and off, also with checkpoints between
+# (each completes them first); and the timeline of such a run.
+slow=$tmp/slow-links.ini
+printf '%s\n' 'alpha_shm = 1e-06' 'beta_shm = 2e-10' 'alpha_mpi = 1e-04' 'beta_mpi = 1e-06' \
+  'gamma = 2e-10' >"$slow"
+# Evaluated once an epoch (every 16 steps), not after every step.
+deferred_base=()
+for ((i = 0; i < ${#common[@]}; i++)); do
+  if [[ ${common[i]} == --eval-every ]]; then ((i++)); continue; fi
+  deferred_base+=("${common[i]}")
+done
+deferred=(--batch 32 --ranks-per-node 1 --calibration "$slow")
+if BASE=deferred_base train p4-defer 4 "${deferred[@]}" --trace "$tmp/p4-defer.trace.json"; then
+  if grep -q "launch order: bucket" "$tmp/p4-defer.out"; then
+    echo "ok: $(grep -o 'launch order: [^(]*' "$tmp/p4-defer.out")"
+  else
+    echo "FAIL: p4-defer: no launch plan that holds buckets back:"; grep "lpsgd:" "$tmp/p4-defer.out" | head -5
+    fails=$((fails + 1))
+  fi
+  /usr/bin/python3 "$here/trace_check.py" "$tmp/p4-defer.trace.json" --ranks 4 --steps 50 || fails=$((fails + 1))
+fi
+BASE=deferred_base train p4-backward 4 "${deferred[@]}" --overlap backward
+BASE=deferred_base train p4-off 4 "${deferred[@]}" --overlap off
+BASE=deferred_base train p4-defer-ckpt 4 "${deferred[@]}" --checkpoint-dir "$tmp/ckpt-defer" \
+  --checkpoint-every 7
+compare --exact "$tmp/p4-defer.jsonl" "$tmp/p4-backward.jsonl" "$tmp/p4-off.jsonl" "$tmp/p4-defer-ckpt.jsonl"
 
 # cnn:lenet on small images (its convolutions and pooling run as oneDNN and
 # hand-written plans; batch 8 per rank at P = 2 and 4 per rank at P = 4 give

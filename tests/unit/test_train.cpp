@@ -12,6 +12,7 @@
 #include "core/rng.hpp"
 #include "nn/builder.hpp"
 #include "nn/layers.hpp"
+#include "train/grad_sync.hpp"
 #include "train/optimizer.hpp"
 #include "train/schedule.hpp"
 
@@ -222,4 +223,35 @@ TEST(Training, SameSeedGivesBitwiseIdenticalParameters) {
   EXPECT_EQ(0, std::memcmp(oa.state().to_host().data(), ob.state().to_host().data(),
                            pa.size() * sizeof(float)));
   EXPECT_NE(pa, pc);  // the check can fail: another seed ends elsewhere
+}
+
+// The launch plan (GradSync::plan_launches): which buckets wait for the end
+// of backward and then go first layer first.
+TEST(LaunchPlan, HoldsTheBucketsTheLinkCouldNotStartBeforeBackwardEnds) {
+  // AlexNet's buckets at N = 2 on 500 Mbit/s (seconds, from a trace): the
+  // 67 MB bucket 1 keeps the link busy for a second, long after backward
+  // ends at 0.112 s; buckets 2-6 would wait for it anyway.
+  const std::vector<double> ready = {0.0, 0.008, 0.024, 0.040, 0.065, 0.090, 0.112};
+  const std::vector<double> cost = {0.003, 1.07, 0.60, 0.038, 0.057, 0.042, 0.007};
+  EXPECT_EQ(hold_from(ready, 0.112, cost), 2u);
+  // The same buckets over links 1000x faster: each is done before the next
+  // is ready, so holding any would leave the link idle.
+  std::vector<double> fast(cost);
+  for (double& c : fast) c /= 1000;
+  EXPECT_EQ(hold_from(ready, 0.112, fast), ready.size());
+}
+
+TEST(LaunchPlan, HoldsNothingWithoutAMarginOrAPrediction) {
+  const std::vector<double> ready = {0.0, 0.05, 0.09};
+  // The link frees at 0.11, just after backward ends at 0.10: buckets 1 and
+  // 2 would start 0.01 s late of 0.11 s busy, within the model's error.
+  EXPECT_EQ(hold_from(ready, 0.10, {0.11, 0.0001, 0.01}), 3u);
+  // ... but 0.2 s late of 0.3 s busy is held.
+  EXPECT_EQ(hold_from(ready, 0.10, {0.3, 0.0001, 0.01}), 1u);
+  // Bucket 1 starts as soon as it is ready; bucket 2 0.25 s after backward.
+  EXPECT_EQ(hold_from(ready, 0.10, {0.01, 0.3, 0.01}), 2u);
+  // The first bucket is never held; nor anything after an unpredicted cost.
+  EXPECT_EQ(hold_from({0.0}, 0.0, {5.0}), 1u);
+  EXPECT_EQ(hold_from(ready, 0.10, {std::nan(""), 1.0, 1.0}), 3u);
+  EXPECT_THROW(hold_from(ready, 0.10, {1.0}), Error);
 }
