@@ -32,7 +32,12 @@
 # clock; compute = forward+backward without any exchange, probed with no_sync()
 # before training, all ranks at once). The measured window (the first measured
 # step's start to the last one's end, CLOCK_MONOTONIC) is what samples/s, link
-# utilisation and CPU are taken over. lpsgd's --metrics (whole run, warm-up
+# utilisation and CPU are taken over. With lpsgd's --overlap on a step ends
+# when its exchange has started and the next forward completes it, so a step
+# lasts from one step's backward end to the next's: the window holds whole
+# steps once the launch plan (made after step 2) is in force and step 3's
+# exchange has been waited for, hence --warmup of at least 3 (a warning says
+# so otherwise). lpsgd's --metrics (whole run, warm-up
 # included) are kept beside them (samples_per_s_run, m_compute_s, m_comm_s,
 # m_comm_wait_s per step).
 # Links: tc's counters of every shaped interface (both ends: the switch's ports
@@ -114,6 +119,9 @@ for v in rpn batch steps repeat timeout_s; do
   [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "--${v//_/-}: a positive number, got '${!v}'"
 done
 [[ $warmup =~ ^[0-9]+$ ]] || die "--warmup: a number, got '$warmup'"
+if ((warmup < 3)) && [[ ,$tools, == *,lpsgd,* && " $lpsgd_args " != *" --overlap "* ]]; then
+  echo "netns-train: warning: --warmup $warmup: lpsgd's first 3 steps include its launch plan's start (--overlap on); measure from step 4 (--warmup 3)" >&2
+fi
 if [[ -n $calibration ]]; then
   [[ -f $calibration ]] || die "--calibration: no file '$calibration'"
   calibration=$(cd "$(dirname "$calibration")" && pwd)/$(basename "$calibration")
