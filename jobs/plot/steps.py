@@ -34,9 +34,13 @@ def load(path):
             try:
                 step = int(cols[0])
                 start, data, compute, apply_, wait = map(float, cols[1:6])
+                # deferred_ms (newer traces): the forward's work on the last
+                # step's tail, counted in apply.
+                deferred = float(cols[7]) if len(cols) > 7 else 0.0
             except (ValueError, IndexError):
                 sys.exit(f"steps.py: error: {path}:{n}: malformed line")
-            rows[step] = dict(start=start, data=data, compute=compute, apply=apply_, wait=wait)
+            rows[step] = dict(start=start, data=data, compute=compute, apply=apply_, wait=wait,
+                              deferred=deferred)
     return rows
 
 
@@ -80,7 +84,9 @@ def main():
     skew, exchange = [], []
     if len(ranks) > 1:
         for s in steps:
-            arrive = [traces[r][s]["start"] * 1e3 + traces[r][s]["compute"] for r in ranks]
+            # A rank reaches its exchange when its backward ends.
+            arrive = [traces[r][s]["start"] * 1e3 + traces[r][s]["compute"] + traces[r][s]["deferred"]
+                      for r in ranks]
             skew.append(max(arrive) - min(arrive))
             exchange.append(min(traces[r][s]["wait"] for r in ranks))
         mean_wait = statistics.mean(traces[r][s]["wait"] for r in ranks for s in steps)

@@ -68,8 +68,13 @@ GradSync::GradSync(comm::Communicator& comm, comm::ProgressEngine* engine, nn::M
   layer_bucket_.assign(model.num_layers(), SIZE_MAX);
   for (size_t b = 0; b < buckets_.size(); ++b)
     for (size_t l = buckets_[b].first_layer; l <= buckets_[b].last_layer; ++l) layer_bucket_[l] = b;
+  // The plan times backward on the host: right where the host computes it. On
+  // a GPU the host only queues backward (its timings would be the queueing's,
+  // and the plan would hold back buckets the device has not even computed),
+  // so there every update stays within its step until the plan reads the
+  // device's own times.
   may_defer_ = opt_.defer && opt_.overlap && engine_ && comm_.size() > 1 &&
-              opt_.mode == SyncMode::Allreduce;
+              opt_.mode == SyncMode::Allreduce && model.device().kind() == DeviceKind::Cpu;
   // auto's choices, once for the run (the same on every rank: the ranks share
   // one cost model).
   for (size_t b = 0; b < buckets_.size() && comm_.size() > 1; ++b) {
@@ -117,7 +122,10 @@ std::string GradSync::describe() const {
   std::ostringstream os;
   os << sync_mode_name(opt_.mode) << ", " << buckets_.size() << " bucket"
      << (buckets_.size() == 1 ? "" : "s") << ", overlap "
-     << (may_defer_ ? "on" : opt_.overlap ? "backward" : "off")
+     << (!opt_.overlap ? "off"
+         : !opt_.defer   ? "backward"
+         : may_defer_    ? "on"
+                         : "on (each update within its step here)")
      << ", wire " << wire_name(opt_.wire);
   if (opt_.wire != DType::F32 && comm_.size() == 1) os << " (one rank: nothing travels)";
   if (wire_ != DType::F32 && opt_.mode == SyncMode::ReduceBcast) os << " (parameters: fp32)";
@@ -151,8 +159,8 @@ void GradSync::begin_step() { std::fill(bucket_wait_s_.begin(), bucket_wait_s_.e
 
 void GradSync::start_exchange() {
   if (started_) return;
-  // The forward has read every layer, so before_layer completed every update;
-  // a bucket still in flight would read the gradients backward now overwrites.
+  // The forward has read every layer, so before_layer completed every update
+  // (and checked so before the last layer ran).
   LPSGD_CHECK(next_ == launch_seq_.size(),
               "a bucket of the last step is still in flight as backward begins (the forward "
               "did not complete its updates)");
@@ -246,6 +254,11 @@ void GradSync::before_layer(size_t layer) {
   while (next_ < launch_seq_.size() && grad_coll_[launch_seq_[next_]]->done())
     complete(next_ + 1, carried_);
   carried_.deferred_s += now_s() - t0;
+  // Every bucket holds some layer's parameters and the forward has visited
+  // them all by its last layer: a bucket left now would still be read while
+  // backward overwrites its gradients.
+  LPSGD_CHECK(layer + 1 < layer_bucket_.size() || next_ == launch_seq_.size(),
+              "the last step's exchange is still in flight at the forward's last layer");
 }
 
 void GradSync::complete(size_t upto, SyncTimes& t) {

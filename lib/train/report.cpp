@@ -67,7 +67,7 @@ void MetricsWriter::write(const MetricsRecord& r) {
 StepTrace::StepTrace(const std::string& prefix, int rank) {
   if (prefix.empty()) return;
   f_ = open_report(prefix + ".rank" + std::to_string(rank) + ".tsv", "w", "step-trace");
-  std::fputs("step\tstart_s\tdata_ms\tcompute_ms\tapply_ms\twait_ms\tbucket_wait_ms\n", f_);
+  std::fputs("step\tstart_s\tdata_ms\tcompute_ms\tapply_ms\twait_ms\tbucket_wait_ms\tdeferred_ms\n", f_);
   flushed_s_ = now_s();
 }
 
@@ -81,7 +81,7 @@ void StepTrace::write(const Step& s, const std::vector<double>& bucket_wait_s) {
                s.start_s, 1e3 * s.data_s, 1e3 * s.compute_s, 1e3 * s.apply_s, 1e3 * s.wait_s);
   for (size_t b = 0; b < bucket_wait_s.size(); ++b)
     std::fprintf(f_, b ? ",%.4f" : "%.4f", 1e3 * bucket_wait_s[b]);
-  std::fputc('\n', f_);
+  std::fprintf(f_, "\t%.4f\n", 1e3 * s.deferred_s);
   const double t = now_s();
   if (t - flushed_s_ >= 1.0) {
     std::fflush(f_);

@@ -52,7 +52,9 @@ class MetricsWriter {
 /// (forward and backward), apply_ms (what follows: gradient exchange and
 /// update; with --overlap on also what the forward spent completing the last
 /// step's tail), wait_ms (blocked on collectives, part of apply) and
-/// bucket_wait_ms (the same per bucket, comma-separated, in bucket order).
+/// bucket_wait_ms (the same per bucket, comma-separated, in bucket order)
+/// and deferred_ms (of apply, what the forward spent on the last step's
+/// tail: the rank reached its own exchange at start + compute + deferred).
 /// data + compute + apply is the step.
 class StepTrace {
  public:
@@ -63,7 +65,7 @@ class StepTrace {
   StepTrace& operator=(const StepTrace&) = delete;
   struct Step {
     int64_t step = 0;
-    double start_s = 0, data_s = 0, compute_s = 0, apply_s = 0, wait_s = 0;
+    double start_s = 0, data_s = 0, compute_s = 0, apply_s = 0, wait_s = 0, deferred_s = 0;
   };
   /// Buffered; flushed about once a second and at the end.
   void write(const Step& s, const std::vector<double>& bucket_wait_s);

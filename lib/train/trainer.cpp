@@ -636,7 +636,8 @@ void Run::step(const io::Batch& b, double data_s) {
   shown_ += s;
   ++step_;
   // The forward's work on the last step's tail counts as apply, not compute.
-  trace_->write({step_, t0, data_s, t1 - t0 - st.deferred_s, t2 - t1 + st.deferred_s, st.wait_s},
+  trace_->write({step_, t0, data_s, t1 - t0 - st.deferred_s, t2 - t1 + st.deferred_s, st.wait_s,
+                 st.deferred_s},
                 sync_->bucket_wait_s());
   if (++run_steps_ == kPlanAfterSteps) plan_launches();
   if (trace::enabled()) {

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Checks an `lpsgd train --trace` timeline (Chrome trace-event JSON).
 
-    trace_check.py FILE --ranks P --steps S
+    trace_check.py FILE --ranks P --steps S [--deferred]
 
 - it parses as JSON: {"traceEvents": [...]}, every event with a phase, a pid
   and (but metadata) a category, a name and a time; complete events ("X") with
@@ -12,7 +12,8 @@
 - every rank has S steps and, in every step, one collective per gradient
   bucket (all-reduce mode), on the exchange lane, each with its algorithm,
   bytes and blocks, starting after its bucket was ready and ending before
-  the next step does (--overlap on lets the next forward overlap it);
+  the next step does (--overlap on lets the next forward overlap it; with
+  --deferred some step's must reach into the next);
 - the ranks are on one clock: the spans of one collective (same step, same
   bucket) on all ranks overlap, as they must, since none can finish before
   every rank has joined.
@@ -36,6 +37,9 @@ def main():
     ap.add_argument("file")
     ap.add_argument("--ranks", type=int, required=True)
     ap.add_argument("--steps", type=int, required=True)
+    ap.add_argument("--deferred", action="store_true",
+                    help="require some step's collective to end after the next step began "
+                         "(--overlap on with a launch plan that holds buckets back)")
     a = ap.parse_args()
     try:
         doc = json.load(open(a.file))
@@ -103,6 +107,7 @@ def main():
         # step does (with --overlap on the next forward overlaps the last
         # ones; after the last step, the final evaluation waits for them).
         by_step = []
+        deferred_steps = 0
         for i, (ts, end, st) in enumerate(steps):
             group = colls[i * len(buckets):(i + 1) * len(buckets)]
             got = sorted(c[2]["args"]["bucket"] for c in group)
@@ -121,7 +126,11 @@ def main():
                     fail(f"rank {p} step {i + 1}: bucket {args['bucket']}'s collective ends after "
                          f"the next step")
             by_step.append({c[2]["args"]["bucket"]: c for c in group})
+            if i + 1 < len(steps) and any(c[1] > steps[i + 1][0] + EPS_US for c in group):
+                deferred_steps += 1
         per_rank[p] = by_step
+        if a.deferred and not deferred_steps:
+            fail(f"rank {p}: no step's exchange reached into the next step (nothing deferred)")
 
     # One clock: a collective's spans on all ranks overlap.
     worst = 0.0

@@ -112,12 +112,38 @@ if BASE=deferred_base train p4-defer 4 "${deferred[@]}" --trace "$tmp/p4-defer.t
     echo "FAIL: p4-defer: no launch plan that holds buckets back:"; grep "lpsgd:" "$tmp/p4-defer.out" | head -5
     fails=$((fails + 1))
   fi
-  /usr/bin/python3 "$here/trace_check.py" "$tmp/p4-defer.trace.json" --ranks 4 --steps 50 || fails=$((fails + 1))
+  /usr/bin/python3 "$here/trace_check.py" "$tmp/p4-defer.trace.json" --ranks 4 --steps 50 --deferred ||
+    fails=$((fails + 1))
 fi
 BASE=deferred_base train p4-backward 4 "${deferred[@]}" --overlap backward
 BASE=deferred_base train p4-off 4 "${deferred[@]}" --overlap off
 BASE=deferred_base train p4-defer-ckpt 4 "${deferred[@]}" --checkpoint-dir "$tmp/ckpt-defer" \
   --checkpoint-every 7
+# Stopped at step 23 (mid-epoch, its tail completed for the checkpoint) and
+# resumed: the straight run's bits; both halves plan and defer.
+half=()
+for ((i = 0; i < ${#deferred_base[@]}; i++)); do
+  half+=("${deferred_base[i]}")
+  [[ ${deferred_base[i]} == --max-steps ]] && { half+=(23); ((i++)); }
+done
+if "${MPIEXEC:-mpiexec}" -n 4 "${MPI_FLAGS[@]}" "$LPSGD" train "${half[@]}" --algo lp "${deferred[@]}" \
+     --checkpoint-dir "$tmp/ckpt-resume" </dev/null >"$tmp/p4-defer-1st.out" 2>&1; then
+  BASE=deferred_base train p4-defer-resumed 4 "${deferred[@]}" --checkpoint-dir "$tmp/ckpt-resume"
+else
+  echo "FAIL: the first half of p4-defer-resumed:"; tail -5 "$tmp/p4-defer-1st.out"; fails=$((fails + 1))
+fi
+final_sum() { sed -n 's/.*final parameters: checksum \([0-9a-f]*\).*/\1/p' "$tmp/$1.out"; }
+for run in p4-defer-ckpt p4-defer-1st p4-defer-resumed; do
+  [[ -f $tmp/$run.out ]] && ! grep -q "launch order: bucket" "$tmp/$run.out" &&
+    { echo "FAIL: $run: no launch plan"; fails=$((fails + 1)); }
+done
+if grep -q "resuming from .*ckpt-0*23.h5" "$tmp/p4-defer-resumed.out" &&
+   [[ -n $(final_sum p4-defer) && $(final_sum p4-defer-resumed) == "$(final_sum p4-defer)" ]]; then
+  echo "ok: --overlap on, stopped at step 23 and resumed: checksum $(final_sum p4-defer) as straight"
+else
+  echo "FAIL: p4-defer stopped at 23 and resumed: checksum '$(final_sum p4-defer-resumed)', straight" \
+    "'$(final_sum p4-defer)'"; fails=$((fails + 1))
+fi
 compare --exact "$tmp/p4-defer.jsonl" "$tmp/p4-backward.jsonl" "$tmp/p4-off.jsonl" "$tmp/p4-defer-ckpt.jsonl"
 
 # cnn:lenet on small images (its convolutions and pooling run as oneDNN and
