@@ -63,7 +63,6 @@ GradSync::GradSync(comm::Communicator& comm, comm::ProgressEngine* engine, nn::M
   for (const auto& b : buckets_) largest = std::max(largest, b.count * dtype_size(wire_));
   if (comm_.size() > 1) comm_.reserve_scratch(largest);
   hold_from_ = buckets_.size();
-  seq_pos_.assign(buckets_.size(), 0);
   ready_s_.assign(buckets_.size(), 0.0);
   layer_bucket_.assign(model.num_layers(), SIZE_MAX);
   for (size_t b = 0; b < buckets_.size(); ++b)
@@ -208,7 +207,8 @@ void GradSync::order(Device& from, Device& to, DeviceEvent& e) {
 
 void GradSync::launch(size_t b) {
   if (comm_.size() == 1) return;
-  seq_pos_[b] = launch_seq_.size();
+  LPSGD_CHECK(launch_position(b) == launch_seq_.size(),
+              "bucket " << b << " launched out of the planned order");
   launch_seq_.push_back(b);
   const comm::CollKind kind = grad_kind();
   const size_t n = buckets_[b].count;
@@ -246,9 +246,9 @@ void GradSync::before_layer(size_t layer) {
   if (next_ == launch_seq_.size()) return;
   const double t0 = now_s();
   const size_t b = layer_bucket_.at(layer);
-  if (b != SIZE_MAX && seq_pos_[b] >= next_) {
+  if (b != SIZE_MAX && launch_position(b) >= next_) {
     const trace::Span span(trace::Lane::Step, "update", "tail of the last step for layer " + std::to_string(layer));
-    complete(seq_pos_[b] + 1, carried_);
+    complete(launch_position(b) + 1, carried_);
   }
   // What has arrived meanwhile is updated now, not when its layer comes.
   while (next_ < launch_seq_.size() && grad_coll_[launch_seq_[next_]]->done())
@@ -324,7 +324,6 @@ std::string GradSync::plan_launches(const std::vector<double>& timings) {
   LPSGD_CHECK(timings.size() == nb + 1, "plan_launches: " << timings.size() << " timings for "
                                                           << nb << " buckets");
   hold_from_ = nb;
-  defer_ = false;
   if (!may_defer_ || nb < 2) return {};
   const auto mix = comm::LinkMix::of(comm_.chain());
   std::vector<double> cost(nb);
@@ -333,8 +332,7 @@ std::string GradSync::plan_launches(const std::vector<double>& timings) {
                                     static_cast<double>(buckets_[b].count * dtype_size(wire_)),
                                     comm_.size(), 0, static_cast<double>(grad_algo_[b].second), mix);
   hold_from_ = hold_from({timings.begin(), timings.end() - 1}, timings.back(), cost);
-  if (hold_from_ == nb) return {};
-  defer_ = true;
+  if (hold_from_ == nb) return {};  // nothing held: nothing deferred
   std::ostringstream os;
   os << "launch order: bucket" << (hold_from_ == 1 ? " 0" : "s 0-" + std::to_string(hold_from_ - 1))
      << " as backward completes " << (hold_from_ == 1 ? "it" : "them") << ", then ";
@@ -388,7 +386,7 @@ SyncTimes GradSync::apply(float lr) {
     return t;
   }
   if (opt_.mode == SyncMode::Allreduce) {
-    if (!defer_) complete(launch_seq_.size(), t);
+    if (!defers()) complete(launch_seq_.size(), t);
     return t;
   }
   // reduce-bcast (never deferred): all reduces, then all broadcasts.

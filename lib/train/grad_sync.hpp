@@ -146,7 +146,7 @@ class GradSync {
   SyncTimes apply(float lr);
   /// Whether apply() leaves the exchange's tail to the next forward: once
   /// plan_launches() has held some bucket back.
-  bool defers() const { return defer_; }
+  bool defers() const { return hold_from_ < buckets_.size(); }
   /// Whether plan_launches() may do so (GradSyncOptions::defer applies).
   bool may_defer() const { return may_defer_; }
   /// Completes what the last apply() deferred (nothing if it did not): the
@@ -205,6 +205,11 @@ class GradSync {
   /// `upto` of this step's launch order and applies their updates; once all
   /// are done, adds the step's communication time to t.
   void complete(size_t upto, SyncTimes& t);
+  /// Where bucket b stands in a step's launch order: the buckets before
+  /// hold_from_ as backward completes them, then the held ones, last first.
+  size_t launch_position(size_t b) const {
+    return b < hold_from_ ? b : hold_from_ + (buckets_.size() - 1 - b);
+  }
   /// Seconds the collectives (given in start order) kept the links busy.
   double busy_s(const std::vector<comm::Collective*>& in_start_order) const;
   void update(size_t bucket, float lr);
@@ -221,12 +226,10 @@ class GradSync {
   char* staging_ = nullptr;  // 16-bit gradients, laid out as the float arena
   std::vector<double> bucket_wait_s_;
   bool may_defer_ = false;  // GradSyncOptions::defer applies (see there)
-  bool defer_ = false;      // ... and the launch plan holds buckets back
   bool started_ = false;   // this step's exchange has begun (start_exchange)
   size_t passed_ = 0;      // buckets backward has completed this step (ready)
   size_t hold_from_;       // buckets >= this start when backward ends, last first
   std::vector<size_t> launch_seq_;  // buckets in the order started this step
-  std::vector<size_t> seq_pos_;     // per bucket: its position in launch_seq_
   size_t next_ = 0;        // launch_seq_[next_...] still to wait for and update
   float lr_ = 0;           // the learning rate of those updates
   std::vector<size_t> layer_bucket_;  // per layer: the bucket of its parameters (or npos)

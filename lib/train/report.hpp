@@ -51,7 +51,7 @@ class MetricsWriter {
 /// clock, comparable between the ranks of one node), data_ms, compute_ms
 /// (forward and backward), apply_ms (what follows: gradient exchange and
 /// update; with --overlap on also what the forward spent completing the last
-/// step's tail), wait_ms (blocked on collectives, part of apply) and
+/// step's tail), wait_ms (blocked on collectives, part of apply),
 /// bucket_wait_ms (the same per bucket, comma-separated, in bucket order)
 /// and deferred_ms (of apply, what the forward spent on the last step's
 /// tail: the rank reached its own exchange at start + compute + deferred).
