@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "core/rng.hpp"
@@ -154,6 +155,53 @@ TEST(NnKernels, MaxPoolMatchesReference) {
       EXPECT_EQ(d.get(dx, nx), ref_dx);
     }
   }
+}
+
+// 2x2 windows at stride 2 have loops of their own (16 outputs at a time with
+// AVX-512 where the CPU has it; LPSGD_NO_AVX512_POOL=1, the test's second
+// CTest entry, takes the scalar loop): every output width up to 40 (whole
+// vectors, tails, several vectors a row), odd input sizes (the last row or
+// column is dropped), ties everywhere (the first in window order must win),
+// NaNs (they win only where first) and infinities, against a reference loop.
+TEST(NnKernels, MaxPool2x2TiesNaNsAndWidths) {
+  const float nan = std::nanf(""), inf = INFINITY;
+  for (int out_w = 1; out_w <= 40; ++out_w)
+    for (int in_h : {2, 5, 8}) {
+      const int in_w = 2 * out_w + (out_w % 3 == 0 ? 1 : 0);
+      const Window2d g = kernels::make_window2d(1, in_h, in_w, 2, 2, 2, 2, 0, 0);
+      const size_t planes = 3, nx = planes * g.in_plane(), ny = planes * g.col_cols();
+      auto x = small_ints(nx, 20 + out_w, -2, 2);  // five values: ties in most windows
+      Rng r(14, out_w);
+      for (auto& v : x) {
+        const uint32_t k = r.below(40);
+        v = k == 0 ? nan : k == 1 ? inf : k == 2 ? -inf : v;
+      }
+      std::vector<float> ref_y(ny);
+      std::vector<int32_t> ref_arg(ny);
+      for (size_t pl = 0; pl < planes; ++pl)
+        for (int oh = 0; oh < g.out_h; ++oh)
+          for (int ow = 0; ow < g.out_w; ++ow) {
+            const size_t yi = pl * g.col_cols() + static_cast<size_t>(oh) * g.out_w + ow;
+            int best_at = -1;
+            for (int k = 0; k < 4; ++k) {
+              const int at_k = (2 * oh + k / 2) * in_w + 2 * ow + k % 2;
+              const float v = x[pl * g.in_plane() + at_k];
+              if (best_at < 0 || v > x[pl * g.in_plane() + best_at]) best_at = at_k;
+            }
+            ref_y[yi] = x[pl * g.in_plane() + best_at];
+            ref_arg[yi] = best_at;
+          }
+      Dev d;
+      float* y = d.zeros<float>(ny);
+      int32_t* arg = d.zeros<int32_t>(ny);
+      d.dev->maxpool_forward(y, arg, d.put(x), g, planes);
+      const auto got = d.get(y, ny);
+      for (size_t i = 0; i < ny; ++i)  // bit for bit (a NaN compares unequal to itself)
+        ASSERT_EQ(std::memcmp(&got[i], &ref_y[i], sizeof(float)), 0)
+            << "output " << i << " of width " << out_w << ", height " << in_h << ": " << got[i]
+            << " against " << ref_y[i];
+      ASSERT_EQ(d.get(arg, ny), ref_arg) << "width " << out_w << ", height " << in_h;
+    }
 }
 
 TEST(NnKernels, BiasAddAndGradMatchReference) {
