@@ -1,6 +1,8 @@
 // The trainer's control channel (see control.hpp).
 #include "train/control.hpp"
 
+#include <utility>
+
 #include <cstdint>
 #include <cstring>
 #include <exception>
@@ -158,11 +160,13 @@ std::string Control::gather_text(const std::string& mine, int root) {
   return all;
 }
 
-bool Control::share(Outcome o, int root) {
+bool Control::share(Outcome o, int root) { return share_outcome(comm_, std::move(o), root); }
+
+bool share_outcome(MPI_Comm comm, Outcome o, int root) {
   int head[2] = {o.code, static_cast<int>(o.message.size())};
-  MPI_CHECK(MPI_Bcast(head, 2, MPI_INT, root, comm_));
+  MPI_CHECK(MPI_Bcast(head, 2, MPI_INT, root, comm));
   o.message.resize(static_cast<size_t>(head[1]));
-  MPI_CHECK(MPI_Bcast(o.message.data(), head[1], MPI_CHAR, root, comm_));
+  MPI_CHECK(MPI_Bcast(o.message.data(), head[1], MPI_CHAR, root, comm));
   if (head[0] == Outcome::kUsage) LPSGD_USAGE_ERROR(o.message);
   if (head[0] == Outcome::kRuntime) LPSGD_THROW(o.message);
   return head[0] != Outcome::kWarned;

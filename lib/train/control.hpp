@@ -37,6 +37,11 @@ struct Outcome {
   std::string message;
 };
 
+/// Broadcasts rank `root`'s outcome over `comm` (a plain blocking broadcast:
+/// for set-up, before a Control exists); every rank throws it if it is an
+/// error. Returns false for kWarned.
+bool share_outcome(MPI_Comm comm, Outcome o, int root = 0);
+
 /// Runs f and returns how it ended (an lpsgd::Error keeps its kind).
 template <class F>
 Outcome attempt(F&& f) {

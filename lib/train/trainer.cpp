@@ -95,6 +95,7 @@ class Run {
   /// Refuses --precision bf16, on every rank alike and before any work, when
   /// some rank's device cannot multiply bf16 natively.
   void require_precision();
+  void check_output_places();
   /// One line: the precision and what runs the layers in it.
   std::string precision_line();
   /// Continues from a checkpoint per --resume; false for a fresh start.
@@ -240,6 +241,8 @@ Run::Run(Device& dev, const TrainConfig& cfg) : dev_(dev), cfg_(cfg), bar_(cfg.p
   sc.total_steps = planned;
   schedule_ = std::make_unique<LrSchedule>(sc);
 
+  check_output_places();
+
   comm::CommOptions co;
   co.links = cfg_.links;
   co.ranks_per_node = cfg_.ranks_per_node;
@@ -268,17 +271,38 @@ Run::Run(Device& dev, const TrainConfig& cfg) : dev_(dev), cfg_(cfg), bar_(cfg.p
   x_ = DeviceBuffer(dev_, rows * sample * sizeof(float));
   y_ = DeviceBuffer(dev_, rows * sizeof(int32_t));
   host_params_.resize(model_->param_count());
+  if (!cfg_.checkpoint_dir.empty()) host_state_.resize(model_->param_count());
+  // SIGUSR1 / SIGTERM (taken by their own thread, core/stop_signals) ask for
+  // a checkpoint and a clean exit at the next step boundary; Slurm sends them
+  // before a time limit or a preemption. With nowhere to write one, they end
+  // the run as they would any program.
+  if (cfg_.checkpoint_dir.empty()) stop_signals::set_policy(stop_signals::Policy::Terminate);
+  const bool resumed = resume();
+  // A resumed run continues its metrics file; a fresh one starts it anew.
+  // Rank 0 writes it; a file it cannot open stops every rank.
+  control_->share(attempt([&] {
+    metrics_ = std::make_unique<MetricsWriter>(rank_ == 0 ? cfg_.metrics : std::string(), resumed);
+  }));
+  control_->share(attempt([&] { trace_ = std::make_unique<StepTrace>(cfg_.step_trace, rank_); }));
+  last_ckpt_time_ = now_s();
+}
+
+// Where the run writes (checkpoints, the timeline): a place it cannot write
+// to is a mistake to report now, before the communicator calibrates the links
+// (which can take a minute), not as a warning at every checkpoint of a long
+// run. Rank 0 writes them and checks; every rank learns its verdict.
+void Run::check_output_places() {
+  if (cfg_.resume.empty()) LPSGD_USAGE_ERROR("--resume must be auto, none or a checkpoint file");
   if (!cfg_.checkpoint_dir.empty()) {
     cli::require_range("keep", cfg_.keep, 1, 1000000);
     cli::require_range("checkpoint-every", cfg_.checkpoint_every, int64_t{0}, int64_t{1} << 50);
     if (!(cfg_.checkpoint_every_minutes >= 0))
       LPSGD_USAGE_ERROR("--checkpoint-every-minutes must be >= 0");
-    host_state_.resize(model_->param_count());
-    // A directory no checkpoint can go to is a mistake to report now, not as
-    // a warning at every checkpoint of a long run.
-    Outcome o;
-    if (rank_ == 0)
-      o = attempt([&] {
+  }
+  Outcome o;
+  if (rank_ == 0)
+    o = attempt([&] {
+      if (!cfg_.checkpoint_dir.empty()) {
         std::error_code ec;
         std::filesystem::create_directories(cfg_.checkpoint_dir, ec);
         if (!std::filesystem::is_directory(cfg_.checkpoint_dir))
@@ -287,33 +311,16 @@ Run::Run(Device& dev, const TrainConfig& cfg) : dev_(dev), cfg_(cfg), bar_(cfg.p
         if (::access(cfg_.checkpoint_dir.c_str(), W_OK | X_OK) != 0)
           LPSGD_USAGE_ERROR("--checkpoint-dir " << cfg_.checkpoint_dir << " is not writable: "
                                                 << std::strerror(errno));
-      });
-    control_->share(o);
-  }
-  // SIGUSR1 / SIGTERM (taken by their own thread, core/stop_signals) ask for
-  // a checkpoint and a clean exit at the next step boundary; Slurm sends them
-  // before a time limit or a preemption. With nowhere to write one, they end
-  // the run as they would any program.
-  if (cfg_.checkpoint_dir.empty()) stop_signals::set_policy(stop_signals::Policy::Terminate);
-  if (cfg_.resume.empty()) LPSGD_USAGE_ERROR("--resume must be auto, none or a checkpoint file");
-  const bool resumed = resume();
-  // A resumed run continues its metrics file; a fresh one starts it anew.
-  // Rank 0 writes it; a file it cannot open stops every rank.
-  control_->share(attempt([&] {
-    metrics_ = std::make_unique<MetricsWriter>(rank_ == 0 ? cfg_.metrics : std::string(), resumed);
-  }));
-  control_->share(attempt([&] { trace_ = std::make_unique<StepTrace>(cfg_.step_trace, rank_); }));
-  // The timeline is written at the end: a place it cannot go is reported now.
-  Outcome where;
-  if (rank_ == 0 && !cfg_.timeline.empty())
-    where = attempt([&] {
-      const std::filesystem::path dir = std::filesystem::absolute(cfg_.timeline).parent_path();
-      if (::access(dir.c_str(), W_OK | X_OK) != 0)
-        LPSGD_USAGE_ERROR("--trace " << cfg_.timeline << ": cannot write in " << dir.string() << ": "
-                                     << std::strerror(errno));
+      }
+      // The timeline is written at the end.
+      if (!cfg_.timeline.empty()) {
+        const std::filesystem::path dir = std::filesystem::absolute(cfg_.timeline).parent_path();
+        if (::access(dir.c_str(), W_OK | X_OK) != 0)
+          LPSGD_USAGE_ERROR("--trace " << cfg_.timeline << ": cannot write in " << dir.string() << ": "
+                                       << std::strerror(errno));
+      }
     });
-  control_->share(where);
-  last_ckpt_time_ = now_s();
+  share_outcome(MPI_COMM_WORLD, o);
 }
 
 // ---- checkpoints ---------------------------------------------------------------

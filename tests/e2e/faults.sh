@@ -262,12 +262,15 @@ disk)
   done
   check "no temporary left in $ck" test -z "$(find "$ck" -name '.*tmp*')"
   unfill
-  # A directory that cannot be written at all is refused at the start. (With
-  # --algo lp: auto would first check the cached calibration, and under the
-  # suite's load may find it stale and say so before the error line.)
+  # A directory that cannot be written at all is refused at the start, before
+  # --algo auto measures the links for a calibration file it does not find
+  # (which prints lines of its own, takes seconds, and writes the file).
   mount -o remount,ro "$mnt"
+  export LPSGD_CALIBRATION=$tmp/calibration.ini  # where auto keeps what it measures
   expect_error 2 "--checkpoint-dir .* is not writable: Read-only file system" -- \
-    "${MPIEXEC:-mpiexec}" -n 2 "${MPI_FLAGS[@]}" "$LPSGD" train "${short[@]}" --algo lp
+    "${MPIEXEC:-mpiexec}" -n 2 "${MPI_FLAGS[@]}" "$LPSGD" train "${short[@]}" --algo auto
+  check "no calibration before the refusal" test ! -e "$LPSGD_CALIBRATION"
+  unset LPSGD_CALIBRATION
   expect_error 2 "--checkpoint-failure must be warn or abort" -- \
     "$LPSGD" train "${short[@]}" --checkpoint-failure ignore
   ;;
