@@ -106,8 +106,9 @@ __attribute__((target("avx512f"))) void maxpool2x2_forward_avx512(float* y, int3
         const __mmask16 hi = static_cast<__mmask16>(m <= 8 ? 0u : (1u << (2 * m - 16)) - 1);
         const float* a = r0 + 2 * ow;
         const float* b = r1 + 2 * ow;
-        const __m512 a0 = _mm512_maskz_loadu_ps(lo, a), a1 = _mm512_maskz_loadu_ps(hi, a + 16);
-        const __m512 b0 = _mm512_maskz_loadu_ps(lo, b), b1 = _mm512_maskz_loadu_ps(hi, b + 16);
+        const size_t second = m > 8 ? 16 : 0;  // no pointer past the row when nothing is read there
+        const __m512 a0 = _mm512_maskz_loadu_ps(lo, a), a1 = _mm512_maskz_loadu_ps(hi, a + second);
+        const __m512 b0 = _mm512_maskz_loadu_ps(lo, b), b1 = _mm512_maskz_loadu_ps(hi, b + second);
         const __m512i top = _mm512_add_epi32(_mm512_set1_epi32(base + 2 * ow), even);
         const __m512i bottom = _mm512_add_epi32(top, _mm512_set1_epi32(g.in_w));
         __m512 best = _mm512_permutex2var_ps(a0, even, a1);  // window order (0,0), (0,1), (1,0), (1,1)
@@ -133,20 +134,24 @@ __attribute__((target("avx512f"))) void maxpool2x2_forward_avx512(float* y, int3
   }
 }
 
-bool cpu_has_avx512f() {
-  static const bool has = __builtin_cpu_supports("avx512f") && !std::getenv("LPSGD_NO_AVX512_POOL");
-  return has;
-}
 #endif
 
 }  // namespace
+
+bool maxpool_vectorised() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool has = __builtin_cpu_supports("avx512f") && !std::getenv("LPSGD_NO_AVX512_POOL");
+  return has;
+#else
+  return false;
+#endif
+}
 
 void maxpool_forward(float* y, int32_t* argmax, const float* x, const Window2d& g, size_t planes) {
   if (g.kernel_h == 2 && g.kernel_w == 2 && g.stride_h == 2 && g.stride_w == 2 && g.pad_h == 0 &&
       g.pad_w == 0) {
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (cpu_has_avx512f())
-      return maxpool2x2_forward_avx512(y, argmax, x, g, planes);
+    if (maxpool_vectorised()) return maxpool2x2_forward_avx512(y, argmax, x, g, planes);
 #endif
     maxpool2x2_forward(y, argmax, x, g, planes);
     return;

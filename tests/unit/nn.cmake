@@ -11,4 +11,5 @@ target_link_libraries(bench_nn_step PRIVATE lpsgd_train lpsgd_warnings)
 lpsgd_unit_test(test_stop_signals SOURCES test_stop_signals.cpp DEPS lpsgd_nn)
 # The scalar loop of 2x2 pooling, which AVX-512 machines skip otherwise.
 add_test(NAME test_nn_kernels.scalar_pool COMMAND test_nn_kernels --gtest_filter=NnKernels.MaxPool*)
-set_tests_properties(test_nn_kernels.scalar_pool PROPERTIES LABELS unit ENVIRONMENT LPSGD_NO_AVX512_POOL=1)
+set_tests_properties(test_nn_kernels.scalar_pool PROPERTIES LABELS unit TIMEOUT 120
+                     ENVIRONMENT LPSGD_NO_AVX512_POOL=1)

@@ -6,12 +6,15 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
 #include "core/rng.hpp"
 #include "device/device.hpp"
 #include "kernels/cpu/elementwise.hpp"
+#include "kernels/cpu/nn.hpp"
 
 using namespace lpsgd;
 using kernels::Window2d;
@@ -164,6 +167,12 @@ TEST(NnKernels, MaxPoolMatchesReference) {
 // column is dropped), ties everywhere (the first in window order must win),
 // NaNs (they win only where first) and infinities, against a reference loop.
 TEST(NnKernels, MaxPool2x2TiesNaNsAndWidths) {
+#if defined(__x86_64__)
+  // Where the CPU has AVX-512 the first entry must test the vector loop.
+  if (!std::getenv("LPSGD_NO_AVX512_POOL"))
+    EXPECT_EQ(kernels::cpu::maxpool_vectorised(), __builtin_cpu_supports("avx512f") != 0);
+#endif
+  std::printf("2x2 max pooling: the %s loop\n", kernels::cpu::maxpool_vectorised() ? "AVX-512" : "scalar");
   const float nan = std::nanf(""), inf = INFINITY;
   for (int out_w = 1; out_w <= 40; ++out_w)
     for (int in_h : {2, 5, 8}) {
@@ -192,15 +201,20 @@ TEST(NnKernels, MaxPool2x2TiesNaNsAndWidths) {
             ref_arg[yi] = best_at;
           }
       Dev d;
-      float* y = d.zeros<float>(ny);
-      int32_t* arg = d.zeros<int32_t>(ny);
+      constexpr size_t kGuard = 16;  // past the outputs: must stay untouched
+      float* y = d.zeros<float>(ny + kGuard);
+      int32_t* arg = d.zeros<int32_t>(ny + kGuard);
       d.dev->maxpool_forward(y, arg, d.put(x), g, planes);
-      const auto got = d.get(y, ny);
+      const auto got = d.get(y, ny + kGuard);
+      const auto got_arg = d.get(arg, ny + kGuard);
+      for (size_t i = ny; i < ny + kGuard; ++i)
+        ASSERT_TRUE(got[i] == 0.0f && got_arg[i] == 0) << "written past the outputs, width " << out_w;
       for (size_t i = 0; i < ny; ++i)  // bit for bit (a NaN compares unequal to itself)
         ASSERT_EQ(std::memcmp(&got[i], &ref_y[i], sizeof(float)), 0)
             << "output " << i << " of width " << out_w << ", height " << in_h << ": " << got[i]
             << " against " << ref_y[i];
-      ASSERT_EQ(d.get(arg, ny), ref_arg) << "width " << out_w << ", height " << in_h;
+      ASSERT_EQ(std::vector<int32_t>(got_arg.begin(), got_arg.begin() + static_cast<long>(ny)), ref_arg)
+          << "width " << out_w << ", height " << in_h;
     }
 }
 
