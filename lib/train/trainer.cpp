@@ -95,6 +95,9 @@ class Run {
   /// Refuses --precision bf16, on every rank alike and before any work, when
   /// some rank's device cannot multiply bf16 natively.
   void require_precision();
+  /// Refuses, on every rank alike, a --checkpoint-dir, --metrics file or
+  /// --trace directory that rank 0 cannot write: before the communicator
+  /// (which may first calibrate the links) is made.
   void check_output_places();
   /// One line: the precision and what runs the layers in it.
   std::string precision_line();
@@ -287,10 +290,12 @@ Run::Run(Device& dev, const TrainConfig& cfg) : dev_(dev), cfg_(cfg), bar_(cfg.p
   last_ckpt_time_ = now_s();
 }
 
-// Where the run writes (checkpoints, the timeline): a place it cannot write
-// to is a mistake to report now, before the communicator calibrates the links
-// (which can take a minute), not as a warning at every checkpoint of a long
-// run. Rank 0 writes them and checks; every rank learns its verdict.
+// Where the run writes (checkpoints, the metrics, the timeline): a place it
+// cannot write to is a mistake to report now, before the communicator
+// calibrates the links (which can take a minute), not as a warning at every
+// checkpoint of a long run. Rank 0 writes them and checks; every rank learns
+// its verdict. (The metrics file itself is opened after the resume decides
+// whether it continues; here its directory, or the file where it exists.)
 void Run::check_output_places() {
   if (cfg_.resume.empty()) LPSGD_USAGE_ERROR("--resume must be auto, none or a checkpoint file");
   if (!cfg_.checkpoint_dir.empty()) {
@@ -311,6 +316,17 @@ void Run::check_output_places() {
         if (::access(cfg_.checkpoint_dir.c_str(), W_OK | X_OK) != 0)
           LPSGD_USAGE_ERROR("--checkpoint-dir " << cfg_.checkpoint_dir << " is not writable: "
                                                 << std::strerror(errno));
+      }
+      if (!cfg_.metrics.empty()) {
+        const std::filesystem::path file = std::filesystem::absolute(cfg_.metrics);
+        std::error_code ec;
+        std::filesystem::create_directories(file.parent_path(), ec);
+        if (!std::filesystem::is_directory(file.parent_path()))
+          LPSGD_USAGE_ERROR("cannot open --metrics file '" << cfg_.metrics << "': "
+                                                           << (ec ? ec.message() : "not a directory"));
+        const bool there = std::filesystem::exists(file, ec);
+        if (::access(there ? file.c_str() : file.parent_path().c_str(), there ? W_OK : W_OK | X_OK) != 0)
+          LPSGD_USAGE_ERROR("cannot open --metrics file '" << cfg_.metrics << "': " << std::strerror(errno));
       }
       // The timeline is written at the end.
       if (!cfg_.timeline.empty()) {

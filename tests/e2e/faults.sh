@@ -270,6 +270,12 @@ disk)
   expect_error 2 "--checkpoint-dir .* is not writable: Read-only file system" -- \
     "${MPIEXEC:-mpiexec}" -n 2 "${MPI_FLAGS[@]}" "$LPSGD" train "${short[@]}" --algo auto
   check "no calibration before the refusal" test ! -e "$LPSGD_CALIBRATION"
+  # So is a metrics file there (the checkpoints going elsewhere).
+  expect_error 2 "cannot open --metrics file '$mnt/m/metrics.jsonl': Read-only file system" -- \
+    "${MPIEXEC:-mpiexec}" -n 2 "${MPI_FLAGS[@]}" "$LPSGD" train --data "$tmp/d.h5" --batch 32 \
+    --epochs 1 --max-steps 10 --model mlp:64-512-128-4 --progress off --algo auto \
+    --checkpoint-dir "$tmp/ck-elsewhere" --metrics "$mnt/m/metrics.jsonl"
+  check "no calibration before the metrics' refusal" test ! -e "$LPSGD_CALIBRATION"
   unset LPSGD_CALIBRATION
   expect_error 2 "--checkpoint-failure must be warn or abort" -- \
     "$LPSGD" train "${short[@]}" --checkpoint-failure ignore
