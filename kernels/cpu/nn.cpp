@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -134,24 +135,87 @@ __attribute__((target("avx512f"))) void maxpool2x2_forward_avx512(float* y, int3
   }
 }
 
+// The same with AVX2, 8 outputs at a time (AVX2-only CPUs): each row's 16
+// inputs split into even and odd columns by a shuffle within 128-bit lanes
+// and a 64-bit permute across them; masked loads and stores at the tails.
+__attribute__((target("avx2"))) void maxpool2x2_forward_avx2(float* y, int32_t* argmax,
+                                                             const float* x, const Window2d& g,
+                                                             size_t planes) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i two_lanes = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+  const __m256i one = _mm256_set1_epi32(1);
+  const auto split = [](__m256 lo, __m256 hi, __m256* even, __m256* odd) __attribute__((target("avx2"))) {
+    *even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0x88)), 0xd8));
+    *odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0xdd)), 0xd8));
+  };
+  for (size_t p = 0; p < planes; ++p) {
+    const float* xp = x + p * g.in_plane();
+    for (int oh = 0; oh < g.out_h; ++oh) {
+      const float* r0 = xp + static_cast<size_t>(2 * oh) * g.in_w;
+      const float* r1 = r0 + g.in_w;
+      const int base = 2 * oh * g.in_w;
+      for (int ow = 0; ow < g.out_w; ow += 8) {
+        const int m = std::min(8, g.out_w - ow);  // outputs now; their inputs are 2m per row
+        const __m256i out = _mm256_cmpgt_epi32(_mm256_set1_epi32(m), lane);
+        const __m256i lo = _mm256_cmpgt_epi32(_mm256_set1_epi32(2 * m), lane);
+        const __m256i hi = _mm256_cmpgt_epi32(_mm256_set1_epi32(2 * m - 8), lane);
+        const size_t second = m > 4 ? 8 : 0;  // no pointer past the row when nothing is read there
+        const float* a = r0 + 2 * ow;
+        const float* b = r1 + 2 * ow;
+        __m256 best, v1, v2, v3;
+        split(_mm256_maskload_ps(a, lo), _mm256_maskload_ps(a + second, hi), &best, &v1);
+        split(_mm256_maskload_ps(b, lo), _mm256_maskload_ps(b + second, hi), &v2, &v3);
+        const __m256i top = _mm256_add_epi32(_mm256_set1_epi32(base + 2 * ow), two_lanes);
+        const __m256i bottom = _mm256_add_epi32(top, _mm256_set1_epi32(g.in_w));
+        __m256i arg = top;  // window order (0,0), (0,1), (1,0), (1,1), as the scalar loop
+        const auto take = [&](__m256 v, __m256i at) __attribute__((target("avx2"))) {
+          const __m256 gt = _mm256_cmp_ps(v, best, _CMP_GT_OQ);
+          best = _mm256_blendv_ps(best, v, gt);
+          arg = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(arg), _mm256_castsi256_ps(at), gt));
+        };
+        take(v1, _mm256_add_epi32(top, one));
+        take(v2, bottom);
+        take(v3, _mm256_add_epi32(bottom, one));
+        _mm256_maskstore_ps(y + ow, out, best);
+        _mm256_maskstore_epi32(argmax + ow, out, arg);
+      }
+      y += g.out_w;
+      argmax += g.out_w;
+    }
+  }
+}
 #endif
 
 }  // namespace
 
-bool maxpool_vectorised() {
+PoolLoop maxpool_loop() {
+  static const PoolLoop loop = [] {
 #if defined(__x86_64__) && defined(__GNUC__)
-  static const bool has = __builtin_cpu_supports("avx512f") && !std::getenv("LPSGD_NO_AVX512_POOL");
-  return has;
-#else
-  return false;
+    const char* want = std::getenv("LPSGD_POOL_LOOP");
+    const std::string w = want ? want : "";
+    if (w != "avx2" && w != "scalar" && __builtin_cpu_supports("avx512f")) return PoolLoop::Avx512;
+    if (w != "scalar" && __builtin_cpu_supports("avx2")) return PoolLoop::Avx2;
 #endif
+    return PoolLoop::Scalar;
+  }();
+  return loop;
+}
+
+const char* pool_loop_name(PoolLoop l) {
+  switch (l) {
+    case PoolLoop::Avx512: return "AVX-512";
+    case PoolLoop::Avx2: return "AVX2";
+    case PoolLoop::Scalar: break;
+  }
+  return "scalar";
 }
 
 void maxpool_forward(float* y, int32_t* argmax, const float* x, const Window2d& g, size_t planes) {
   if (g.kernel_h == 2 && g.kernel_w == 2 && g.stride_h == 2 && g.stride_w == 2 && g.pad_h == 0 &&
       g.pad_w == 0) {
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (maxpool_vectorised()) return maxpool2x2_forward_avx512(y, argmax, x, g, planes);
+    if (maxpool_loop() == PoolLoop::Avx512) return maxpool2x2_forward_avx512(y, argmax, x, g, planes);
+    if (maxpool_loop() == PoolLoop::Avx2) return maxpool2x2_forward_avx2(y, argmax, x, g, planes);
 #endif
     maxpool2x2_forward(y, argmax, x, g, planes);
     return;

@@ -19,9 +19,12 @@ void im2col(float* col, const float* x, const Window2d& g);
 void col2im(float* x, const float* col, const Window2d& g);
 /// Max pooling of `planes` planes; argmax gets the winner's index in its plane.
 void maxpool_forward(float* y, int32_t* argmax, const float* x, const Window2d& g, size_t planes);
-/// Whether 2x2 windows at stride 2 run with AVX-512 here (the CPU has it and
-/// LPSGD_NO_AVX512_POOL is unset); else a scalar loop. The same bits either way.
-bool maxpool_vectorised();
+/// The loop 2x2 windows at stride 2 run with: the widest the CPU has, or a
+/// narrower one LPSGD_POOL_LOOP=avx2|scalar asks for (read once). The same
+/// bits and argmax from each.
+enum class PoolLoop { Scalar, Avx2, Avx512 };
+PoolLoop maxpool_loop();
+const char* pool_loop_name(PoolLoop l);
 /// Overwrites dx [planes, in_h, in_w] from dy and the forward argmax.
 void maxpool_backward(float* dx, const float* dy, const int32_t* argmax, const Window2d& g,
                       size_t planes);

@@ -9,7 +9,9 @@ lpsgd_unit_test(test_train SOURCES test_train.cpp DEPS lpsgd_train TIMEOUT 300)
 add_executable(bench_nn_step ${CMAKE_CURRENT_SOURCE_DIR}/../bench/nn_step.cpp)
 target_link_libraries(bench_nn_step PRIVATE lpsgd_train lpsgd_warnings)
 lpsgd_unit_test(test_stop_signals SOURCES test_stop_signals.cpp DEPS lpsgd_nn)
-# The scalar loop of 2x2 pooling, which AVX-512 machines skip otherwise.
-add_test(NAME test_nn_kernels.scalar_pool COMMAND test_nn_kernels --gtest_filter=NnKernels.MaxPool*)
-set_tests_properties(test_nn_kernels.scalar_pool PROPERTIES LABELS unit TIMEOUT 120
-                     ENVIRONMENT LPSGD_NO_AVX512_POOL=1)
+# The narrower loops of 2x2 pooling, which wider CPUs skip otherwise.
+foreach(loop avx2 scalar)
+  add_test(NAME test_nn_kernels.pool_${loop} COMMAND test_nn_kernels --gtest_filter=NnKernels.MaxPool*)
+  set_tests_properties(test_nn_kernels.pool_${loop} PROPERTIES LABELS unit TIMEOUT 120
+                       ENVIRONMENT LPSGD_POOL_LOOP=${loop})
+endforeach()
