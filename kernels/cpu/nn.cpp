@@ -50,35 +50,45 @@ void col2im(float* x, const float* col, const Window2d& g) {
 
 namespace {
 
+// Calls row(r0, r1, base, y, argmax) for each output row of 2x2 windows at
+// stride 2 without padding: r0 and r1 the two input rows it reads, base r0's
+// index in its plane, y and argmax that row's out_w outputs. Inlined into
+// each loop below (the vector loops' row bodies then inline into theirs).
+template <class Row>
+__attribute__((always_inline)) inline void for_each_pool_row(float* y, int32_t* argmax, const float* x,
+                                                             const Window2d& g, size_t planes,
+                                                             const Row& row) {
+  for (size_t p = 0; p < planes; ++p) {
+    const float* xp = x + p * g.in_plane();
+    for (int oh = 0; oh < g.out_h; ++oh, y += g.out_w, argmax += g.out_w) {
+      const float* r0 = xp + static_cast<size_t>(2 * oh) * g.in_w;
+      row(r0, r0 + g.in_w, 2 * oh * g.in_w, y, argmax);
+    }
+  }
+}
+
 // 2x2 windows at stride 2 without padding, the common case: no bounds to
 // clip and no loops inside a window, so outputs are independent selects the
 // compiler can interleave (2.5x faster than the general loop on LeNet).
 void maxpool2x2_forward(float* y, int32_t* argmax, const float* x, const Window2d& g,
                         size_t planes) {
-  for (size_t p = 0; p < planes; ++p) {
-    const float* xp = x + p * g.in_plane();
-    for (int oh = 0; oh < g.out_h; ++oh) {
-      const float* r0 = xp + static_cast<size_t>(2 * oh) * g.in_w;
-      const float* r1 = r0 + g.in_w;
-      const int base = 2 * oh * g.in_w;
-      for (int ow = 0; ow < g.out_w; ++ow) {
-        // Window order (0,0), (0,1), (1,0), (1,1); a later one wins only if larger.
-        float best = r0[2 * ow];
-        int arg = base + 2 * ow;
-        const float v1 = r0[2 * ow + 1], v2 = r1[2 * ow], v3 = r1[2 * ow + 1];
-        arg = v1 > best ? arg + 1 : arg;
-        best = v1 > best ? v1 : best;
-        arg = v2 > best ? base + g.in_w + 2 * ow : arg;
-        best = v2 > best ? v2 : best;
-        arg = v3 > best ? base + g.in_w + 2 * ow + 1 : arg;
-        best = v3 > best ? v3 : best;
-        y[ow] = best;
-        argmax[ow] = arg;
-      }
-      y += g.out_w;
-      argmax += g.out_w;
+  const auto row = [&g](const float* r0, const float* r1, int base, float* yr, int32_t* ar) {
+    for (int ow = 0; ow < g.out_w; ++ow) {
+      // Window order (0,0), (0,1), (1,0), (1,1); a later one wins only if larger.
+      float best = r0[2 * ow];
+      int arg = base + 2 * ow;
+      const float v1 = r0[2 * ow + 1], v2 = r1[2 * ow], v3 = r1[2 * ow + 1];
+      arg = v1 > best ? arg + 1 : arg;
+      best = v1 > best ? v1 : best;
+      arg = v2 > best ? base + g.in_w + 2 * ow : arg;
+      best = v2 > best ? v2 : best;
+      arg = v3 > best ? base + g.in_w + 2 * ow + 1 : arg;
+      best = v3 > best ? v3 : best;
+      yr[ow] = best;
+      ar[ow] = arg;
     }
-  }
+  };
+  for_each_pool_row(y, argmax, x, g, planes, row);
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -94,45 +104,39 @@ __attribute__((target("avx512f"))) void maxpool2x2_forward_avx512(float* y, int3
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
   const __m512i one = _mm512_set1_epi32(1);
-  for (size_t p = 0; p < planes; ++p) {
-    const float* xp = x + p * g.in_plane();
-    for (int oh = 0; oh < g.out_h; ++oh) {
-      const float* r0 = xp + static_cast<size_t>(2 * oh) * g.in_w;
-      const float* r1 = r0 + g.in_w;
-      const int base = 2 * oh * g.in_w;
-      for (int ow = 0; ow < g.out_w; ow += 16) {
-        const int m = std::min(16, g.out_w - ow);  // outputs now; their inputs are 2m per row
-        const __mmask16 out = static_cast<__mmask16>((1u << m) - 1);
-        const __mmask16 lo = static_cast<__mmask16>(m >= 8 ? 0xffffu : (1u << (2 * m)) - 1);
-        const __mmask16 hi = static_cast<__mmask16>(m <= 8 ? 0u : (1u << (2 * m - 16)) - 1);
-        const float* a = r0 + 2 * ow;
-        const float* b = r1 + 2 * ow;
-        const size_t second = m > 8 ? 16 : 0;  // no pointer past the row when nothing is read there
-        const __m512 a0 = _mm512_maskz_loadu_ps(lo, a), a1 = _mm512_maskz_loadu_ps(hi, a + second);
-        const __m512 b0 = _mm512_maskz_loadu_ps(lo, b), b1 = _mm512_maskz_loadu_ps(hi, b + second);
-        const __m512i top = _mm512_add_epi32(_mm512_set1_epi32(base + 2 * ow), even);
-        const __m512i bottom = _mm512_add_epi32(top, _mm512_set1_epi32(g.in_w));
-        __m512 best = _mm512_permutex2var_ps(a0, even, a1);  // window order (0,0), (0,1), (1,0), (1,1)
-        __m512i arg = top;
-        const __m512 v1 = _mm512_permutex2var_ps(a0, odd, a1);
-        __mmask16 gt = _mm512_cmp_ps_mask(v1, best, _CMP_GT_OQ);
-        best = _mm512_mask_mov_ps(best, gt, v1);
-        arg = _mm512_mask_add_epi32(arg, gt, top, one);
-        const __m512 v2 = _mm512_permutex2var_ps(b0, even, b1);
-        gt = _mm512_cmp_ps_mask(v2, best, _CMP_GT_OQ);
-        best = _mm512_mask_mov_ps(best, gt, v2);
-        arg = _mm512_mask_mov_epi32(arg, gt, bottom);
-        const __m512 v3 = _mm512_permutex2var_ps(b0, odd, b1);
-        gt = _mm512_cmp_ps_mask(v3, best, _CMP_GT_OQ);
-        best = _mm512_mask_mov_ps(best, gt, v3);
-        arg = _mm512_mask_add_epi32(arg, gt, bottom, one);
-        _mm512_mask_storeu_ps(y + ow, out, best);
-        _mm512_mask_storeu_epi32(argmax + ow, out, arg);
-      }
-      y += g.out_w;
-      argmax += g.out_w;
+  const auto row = [&](const float* r0, const float* r1, int base, float* yr, int32_t* ar)
+                       __attribute__((target("avx512f"))) {
+    for (int ow = 0; ow < g.out_w; ow += 16) {
+      const int m = std::min(16, g.out_w - ow);  // outputs now; their inputs are 2m per row
+      const __mmask16 out = static_cast<__mmask16>((1u << m) - 1);
+      const __mmask16 lo = static_cast<__mmask16>(m >= 8 ? 0xffffu : (1u << (2 * m)) - 1);
+      const __mmask16 hi = static_cast<__mmask16>(m <= 8 ? 0u : (1u << (2 * m - 16)) - 1);
+      const float* a = r0 + 2 * ow;
+      const float* b = r1 + 2 * ow;
+      const size_t second = m > 8 ? 16 : 0;  // no pointer past the row when nothing is read there
+      const __m512 a0 = _mm512_maskz_loadu_ps(lo, a), a1 = _mm512_maskz_loadu_ps(hi, a + second);
+      const __m512 b0 = _mm512_maskz_loadu_ps(lo, b), b1 = _mm512_maskz_loadu_ps(hi, b + second);
+      const __m512i top = _mm512_add_epi32(_mm512_set1_epi32(base + 2 * ow), even);
+      const __m512i bottom = _mm512_add_epi32(top, _mm512_set1_epi32(g.in_w));
+      __m512 best = _mm512_permutex2var_ps(a0, even, a1);  // window order (0,0), (0,1), (1,0), (1,1)
+      __m512i arg = top;
+      const __m512 v1 = _mm512_permutex2var_ps(a0, odd, a1);
+      __mmask16 gt = _mm512_cmp_ps_mask(v1, best, _CMP_GT_OQ);
+      best = _mm512_mask_mov_ps(best, gt, v1);
+      arg = _mm512_mask_add_epi32(arg, gt, top, one);
+      const __m512 v2 = _mm512_permutex2var_ps(b0, even, b1);
+      gt = _mm512_cmp_ps_mask(v2, best, _CMP_GT_OQ);
+      best = _mm512_mask_mov_ps(best, gt, v2);
+      arg = _mm512_mask_mov_epi32(arg, gt, bottom);
+      const __m512 v3 = _mm512_permutex2var_ps(b0, odd, b1);
+      gt = _mm512_cmp_ps_mask(v3, best, _CMP_GT_OQ);
+      best = _mm512_mask_mov_ps(best, gt, v3);
+      arg = _mm512_mask_add_epi32(arg, gt, bottom, one);
+      _mm512_mask_storeu_ps(yr + ow, out, best);
+      _mm512_mask_storeu_epi32(ar + ow, out, arg);
     }
-  }
+  };
+  for_each_pool_row(y, argmax, x, g, planes, row);
 }
 
 // The same with AVX2, 8 outputs at a time (AVX2-only CPUs): each row's 16
@@ -148,41 +152,35 @@ __attribute__((target("avx2"))) void maxpool2x2_forward_avx2(float* y, int32_t* 
     *even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0x88)), 0xd8));
     *odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0xdd)), 0xd8));
   };
-  for (size_t p = 0; p < planes; ++p) {
-    const float* xp = x + p * g.in_plane();
-    for (int oh = 0; oh < g.out_h; ++oh) {
-      const float* r0 = xp + static_cast<size_t>(2 * oh) * g.in_w;
-      const float* r1 = r0 + g.in_w;
-      const int base = 2 * oh * g.in_w;
-      for (int ow = 0; ow < g.out_w; ow += 8) {
-        const int m = std::min(8, g.out_w - ow);  // outputs now; their inputs are 2m per row
-        const __m256i out = _mm256_cmpgt_epi32(_mm256_set1_epi32(m), lane);
-        const __m256i lo = _mm256_cmpgt_epi32(_mm256_set1_epi32(2 * m), lane);
-        const __m256i hi = _mm256_cmpgt_epi32(_mm256_set1_epi32(2 * m - 8), lane);
-        const size_t second = m > 4 ? 8 : 0;  // no pointer past the row when nothing is read there
-        const float* a = r0 + 2 * ow;
-        const float* b = r1 + 2 * ow;
-        __m256 best, v1, v2, v3;
-        split(_mm256_maskload_ps(a, lo), _mm256_maskload_ps(a + second, hi), &best, &v1);
-        split(_mm256_maskload_ps(b, lo), _mm256_maskload_ps(b + second, hi), &v2, &v3);
-        const __m256i top = _mm256_add_epi32(_mm256_set1_epi32(base + 2 * ow), two_lanes);
-        const __m256i bottom = _mm256_add_epi32(top, _mm256_set1_epi32(g.in_w));
-        __m256i arg = top;  // window order (0,0), (0,1), (1,0), (1,1), as the scalar loop
-        const auto take = [&](__m256 v, __m256i at) __attribute__((target("avx2"))) {
-          const __m256 gt = _mm256_cmp_ps(v, best, _CMP_GT_OQ);
-          best = _mm256_blendv_ps(best, v, gt);
-          arg = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(arg), _mm256_castsi256_ps(at), gt));
-        };
-        take(v1, _mm256_add_epi32(top, one));
-        take(v2, bottom);
-        take(v3, _mm256_add_epi32(bottom, one));
-        _mm256_maskstore_ps(y + ow, out, best);
-        _mm256_maskstore_epi32(argmax + ow, out, arg);
-      }
-      y += g.out_w;
-      argmax += g.out_w;
+  const auto row = [&](const float* r0, const float* r1, int base, float* yr, int32_t* ar)
+                       __attribute__((target("avx2"))) {
+    for (int ow = 0; ow < g.out_w; ow += 8) {
+      const int m = std::min(8, g.out_w - ow);  // outputs now; their inputs are 2m per row
+      const __m256i out = _mm256_cmpgt_epi32(_mm256_set1_epi32(m), lane);
+      const __m256i lo = _mm256_cmpgt_epi32(_mm256_set1_epi32(2 * m), lane);
+      const __m256i hi = _mm256_cmpgt_epi32(_mm256_set1_epi32(2 * m - 8), lane);
+      const size_t second = m > 4 ? 8 : 0;  // no pointer past the row when nothing is read there
+      const float* a = r0 + 2 * ow;
+      const float* b = r1 + 2 * ow;
+      __m256 best, v1, v2, v3;
+      split(_mm256_maskload_ps(a, lo), _mm256_maskload_ps(a + second, hi), &best, &v1);
+      split(_mm256_maskload_ps(b, lo), _mm256_maskload_ps(b + second, hi), &v2, &v3);
+      const __m256i top = _mm256_add_epi32(_mm256_set1_epi32(base + 2 * ow), two_lanes);
+      const __m256i bottom = _mm256_add_epi32(top, _mm256_set1_epi32(g.in_w));
+      __m256i arg = top;  // window order (0,0), (0,1), (1,0), (1,1), as the scalar loop
+      const auto take = [&](__m256 v, __m256i at) __attribute__((target("avx2"))) {
+        const __m256 gt = _mm256_cmp_ps(v, best, _CMP_GT_OQ);
+        best = _mm256_blendv_ps(best, v, gt);
+        arg = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(arg), _mm256_castsi256_ps(at), gt));
+      };
+      take(v1, _mm256_add_epi32(top, one));
+      take(v2, bottom);
+      take(v3, _mm256_add_epi32(bottom, one));
+      _mm256_maskstore_ps(yr + ow, out, best);
+      _mm256_maskstore_epi32(ar + ow, out, arg);
     }
-  }
+  };
+  for_each_pool_row(y, argmax, x, g, planes, row);
 }
 #endif
 
@@ -213,12 +211,13 @@ const char* pool_loop_name(PoolLoop l) {
 void maxpool_forward(float* y, int32_t* argmax, const float* x, const Window2d& g, size_t planes) {
   if (g.kernel_h == 2 && g.kernel_w == 2 && g.stride_h == 2 && g.stride_w == 2 && g.pad_h == 0 &&
       g.pad_w == 0) {
+    switch (maxpool_loop()) {
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (maxpool_loop() == PoolLoop::Avx512) return maxpool2x2_forward_avx512(y, argmax, x, g, planes);
-    if (maxpool_loop() == PoolLoop::Avx2) return maxpool2x2_forward_avx2(y, argmax, x, g, planes);
+      case PoolLoop::Avx512: return maxpool2x2_forward_avx512(y, argmax, x, g, planes);
+      case PoolLoop::Avx2: return maxpool2x2_forward_avx2(y, argmax, x, g, planes);
 #endif
-    maxpool2x2_forward(y, argmax, x, g, planes);
-    return;
+      default: return maxpool2x2_forward(y, argmax, x, g, planes);
+    }
   }
   for (size_t p = 0; p < planes; ++p) {
     const float* xp = x + p * g.in_plane();

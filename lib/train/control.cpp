@@ -1,13 +1,12 @@
 // The trainer's control channel (see control.hpp).
 #include "train/control.hpp"
 
-#include <utility>
-
 #include <cstdint>
 #include <cstring>
 #include <exception>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include "core/cli.hpp"
 #include "core/timer.hpp"
