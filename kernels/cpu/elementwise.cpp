@@ -10,16 +10,16 @@
 #endif
 
 #include "kernels/common/elementwise.hpp"
-#include "kernels/cpu/wide_clones.hpp"
+#include "kernels/cpu/isa.hpp"
 
 namespace lpsgd::kernels::cpu {
 
 // ---- bf16 and fp16 -------------------------------------------------------------
 // Their loops convert every element to float and back (core/half.hpp), so they
 // are bound by arithmetic, not memory, at SSE2's four lanes: the same source
-// is compiled again for AVX2 and AVX-512 (x86-64-v3 / v4, GCC's target_clones)
-// and the loader picks the widest the CPU runs. IEEE arithmetic gives the same
-// bits at every width (no contraction: -std=c++17 keeps -ffp-contract=off).
+// is compiled again for AVX2 and AVX-512 (x86-64-v3 / v4) and each call takes
+// the widest active_isa() allows (isa.hpp). IEEE arithmetic gives the same
+// bits at every width (no contraction: the library has -ffp-contract=off).
 namespace {
 
 enum class Op16 { Add, AddScale, Twice, Scale, Axpy, To16, From16, AddFrom, AddTo };
@@ -73,12 +73,21 @@ __attribute__((always_inline)) inline void run16(const Args16& g) {
   }
 }
 
-LPSGD_WIDE_CLONES void run_bf16(const Args16& g) { run16<bfloat16>(g); }
-LPSGD_WIDE_CLONES void run_f16(const Args16& g) { run16<float16>(g); }
+template <class H>
+LPSGD_TARGET_AVX512 void run16_avx512(const Args16& g) { run16<H>(g); }
+template <class H>
+LPSGD_TARGET_AVX2 void run16_avx2(const Args16& g) { run16<H>(g); }
+template <class H>
+void run16_baseline(const Args16& g) { run16<H>(g); }
+
+template <class H>
+void run16_by_isa(const Args16& g) {
+  pick_by_isa(&run16_avx512<H>, &run16_avx2<H>, &run16_baseline<H>)(g);
+}
 
 void run16(DType t, const Args16& g) {
-  if (t == DType::BF16) run_bf16(g);
-  else run_f16(g);
+  if (t == DType::BF16) run16_by_isa<bfloat16>(g);
+  else run16_by_isa<float16>(g);
 }
 
 // ---- bf16 through AVX512_BF16's conversion ------------------------------------
@@ -214,12 +223,7 @@ LPSGD_BF16_TARGET void add_float_to_bf16_hw(bfloat16* o0, bfloat16* o1, const fl
   soft(i, n);
 }
 
-bool cpu_has_bf16_conversion() {
-  static const bool has = __builtin_cpu_supports("avx512bf16") &&
-                          __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512vl") && !std::getenv("LPSGD_NO_BF16_CVT");
-  return has;
-}
+bool cpu_has_bf16_conversion() { return active_isa() == Isa::Avx512Bf16; }
 #pragma GCC diagnostic pop
 #endif
 

@@ -19,8 +19,8 @@ void im2col(float* col, const float* x, const Window2d& g);
 void col2im(float* x, const float* col, const Window2d& g);
 /// Max pooling of `planes` planes; argmax gets the winner's index in its plane.
 void maxpool_forward(float* y, int32_t* argmax, const float* x, const Window2d& g, size_t planes);
-/// The loop 2x2 windows at stride 2 run with: the widest the CPU has, or a
-/// narrower one LPSGD_POOL_LOOP=avx2|scalar asks for (read once). The same
+/// The loop 2x2 windows at stride 2 run with: the widest active_isa() allows
+/// (isa.hpp; LPSGD_MAX_ISA=avx2 or baseline picks a narrower one). The same
 /// bits and argmax from each.
 enum class PoolLoop { Scalar, Avx2, Avx512 };
 PoolLoop maxpool_loop();

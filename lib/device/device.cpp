@@ -6,6 +6,7 @@
 #include "device/cpu/cpu_device.hpp"
 #include "device/cpu/onednn.hpp"
 #include "kernels/cpu/gemm.hpp"
+#include "kernels/cpu/isa.hpp"
 #include "lpsgd/config.hpp"
 #if LPSGD_HAVE_CUDA
 #include "device/cuda/cuda_device.hpp"
@@ -54,7 +55,8 @@ void set_host_threads(int n) {
 }
 
 std::string compute_libraries() {
-  std::string s = kernels::cpu::blas_version() + ", " + onednn::describe();
+  std::string s = "lpsgd's CPU kernels " + kernels::cpu::describe_isa() + ", " +
+                  kernels::cpu::blas_version() + ", " + onednn::describe();
 #if LPSGD_HAVE_CUDA
   s += ", " + cuda_libraries();
 #endif

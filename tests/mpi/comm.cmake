@@ -45,6 +45,12 @@ lpsgd_mpi_test(test_collectives SOURCES ${comm_test_src} DEPS lpsgd_comm
 # allgather's receives into out waiting for this rank's sends from there.
 lpsgd_mpi_test(test_collectives SOURCES ${comm_test_src} DEPS lpsgd_comm
   RANKS 3 4 SUFFIX ring-chunks ENV "LPSGD_RING_CHUNK_BYTES=64" TIMEOUT 600)
+# The collectives' reductions of every type (the 16-bit ones compiled per
+# instruction set) at each level this CPU runs.
+lpsgd_isa_variants(test_collectives.p3 LABELS mpi PROCESSORS 2 TIMEOUT 300
+  COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 3 ${LPSGD_MPIEXEC_FLAGS} ${MPIEXEC_PREFLAGS}
+          $<TARGET_FILE:test_collectives> ${MPIEXEC_POSTFLAGS}
+          --gtest_filter=Collectives.SmallCounts*:Collectives.SixteenBit*:Collectives.FloatInput*)
 lpsgd_mpi_test(test_comm_errors SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_comm_errors.cpp
   DEPS lpsgd_comm RANKS 2 3 5 TIMEOUT 120)
 # The trainer's control channel (lib/train/control.cpp).

@@ -9,9 +9,9 @@ lpsgd_unit_test(test_train SOURCES test_train.cpp DEPS lpsgd_train TIMEOUT 300)
 add_executable(bench_nn_step ${CMAKE_CURRENT_SOURCE_DIR}/../bench/nn_step.cpp)
 target_link_libraries(bench_nn_step PRIVATE lpsgd_train lpsgd_warnings)
 lpsgd_unit_test(test_stop_signals SOURCES test_stop_signals.cpp DEPS lpsgd_nn)
-# The narrower loops of 2x2 pooling, which wider CPUs skip otherwise.
-foreach(loop avx2 scalar)
-  add_test(NAME test_nn_kernels.pool_${loop} COMMAND test_nn_kernels --gtest_filter=NnKernels.MaxPool*)
-  set_tests_properties(test_nn_kernels.pool_${loop} PROPERTIES LABELS unit TIMEOUT 120
-                       ENVIRONMENT LPSGD_POOL_LOOP=${loop})
+# The kernels' narrower paths (2x2 pooling's loops; the oneDNN plans at a
+# capped ISA, bf16 ones included), which wider CPUs skip otherwise.
+foreach(t test_nn_kernels test_nn_plans)
+  target_link_libraries(${t} PRIVATE lpsgd_isa_gate)
+  lpsgd_isa_variants(${t} COMMAND ${t} LABELS unit)
 endforeach()

@@ -12,7 +12,9 @@
 
 #include "core/half.hpp"
 #include "core/rng.hpp"
+#include "device/cpu/cpu_device.hpp"
 #include "device/device.hpp"
+#include "kernels/cpu/isa.hpp"
 
 using namespace lpsgd;
 
@@ -395,4 +397,25 @@ TEST(CpuDevice, AllocIsZeroedAndAligned) {
 TEST(CpuDevice, ParseKind) {
   EXPECT_EQ(parse_device_kind("cpu"), DeviceKind::Cpu);
   EXPECT_THROW(parse_device_kind("tpu"), Error);
+}
+
+// The level lpsgd's CPU kernels run at is the CPU's widest under the cap of
+// LPSGD_MAX_ISA (the isa-* entries of this test set it), and the compute
+// line of `lpsgd --version` names it; oneDNN is capped alike.
+TEST(CpuDevice, IsaCapIsTheActiveLevel) {
+  using namespace kernels::cpu;
+  const char* cap = std::getenv("LPSGD_MAX_ISA");
+  const Isa want = cap && *cap ? isa_cap() : cpu_isa();
+  EXPECT_EQ(active_isa(), want < cpu_isa() ? want : cpu_isa());
+  if (cap && *cap) {
+    EXPECT_STREQ(isa_name(isa_cap()), cap);
+  }
+  EXPECT_NE(compute_libraries().find(std::string("lpsgd's CPU kernels ") + isa_name(active_isa())),
+            std::string::npos)
+      << compute_libraries();
+  // No bf16 compute below AVX512_BF16 (oneDNN would emulate it).
+  std::string how;
+  if (active_isa() < Isa::Avx512Bf16) {
+    EXPECT_FALSE(CpuDevice().bf16_compute(&how)) << how;
+  }
 }

@@ -15,6 +15,7 @@
 #include "core/rng.hpp"
 #include "device/device.hpp"
 #include "kernels/cpu/elementwise.hpp"
+#include "kernels/cpu/isa.hpp"
 #include "kernels/cpu/nn.hpp"
 
 using namespace lpsgd;
@@ -162,25 +163,23 @@ TEST(NnKernels, MaxPoolMatchesReference) {
 }
 
 // 2x2 windows at stride 2 have loops of their own (16 outputs at a time with
-// AVX-512, 8 with AVX2, or scalar: the widest the CPU has, or the one
-// LPSGD_POOL_LOOP names, which the test's other CTest entries set): every
-// output width up to 40 (whole vectors, tails, several vectors a row), odd
-// input sizes (the last row or column is dropped), ties everywhere (the
-// first in window order must win), NaNs (they win only where first) and
-// infinities, against a reference loop.
+// AVX-512, 8 with AVX2, or scalar: the widest active_isa() allows, which the
+// test's isa-* CTest entries cap): every output width up to 40 (whole
+// vectors, tails, several vectors a row), odd input sizes (the last row or
+// column is dropped), ties everywhere (the first in window order must win),
+// NaNs (they win only where first) and infinities, against a reference loop.
 TEST(NnKernels, MaxPool2x2TiesNaNsAndWidths) {
+  using kernels::cpu::Isa;
   using kernels::cpu::PoolLoop;
   const PoolLoop loop = kernels::cpu::maxpool_loop();
   std::printf("2x2 max pooling: the %s loop\n", kernels::cpu::pool_loop_name(loop));
-#if defined(__x86_64__)
-  // The loop asked for runs wherever the CPU has it (else the widest it has).
-  const std::string want = std::getenv("LPSGD_POOL_LOOP") ? std::getenv("LPSGD_POOL_LOOP") : "";
-  const bool avx512 = __builtin_cpu_supports("avx512f") != 0, avx2 = __builtin_cpu_supports("avx2") != 0;
-  const PoolLoop expected = want == "scalar"                 ? PoolLoop::Scalar
-                            : want != "avx2" && avx512       ? PoolLoop::Avx512
-                            : avx2                           ? PoolLoop::Avx2
-                                                             : PoolLoop::Scalar;
-  EXPECT_EQ(loop, expected) << "LPSGD_POOL_LOOP=" << want;
+#if defined(__x86_64__) && defined(__GNUC__)
+  // The loop of the level the kernels run at.
+  const Isa isa = kernels::cpu::active_isa();
+  const PoolLoop expected = isa >= Isa::Avx512 ? PoolLoop::Avx512
+                            : isa >= Isa::Avx2 ? PoolLoop::Avx2
+                                               : PoolLoop::Scalar;
+  EXPECT_EQ(loop, expected) << kernels::cpu::describe_isa();
 #endif
   const float nan = std::nanf(""), inf = INFINITY;
   for (int out_w = 1; out_w <= 40; ++out_w)

@@ -319,9 +319,10 @@ TEST_F(Plans, LinearMatchesTheReference) {
       EXPECT_EQ(told, 1) << what;
       EXPECT_EQ(dw_told, bdw.host()) << what << ": dW not yet written when the plan said so";
       EXPECT_EQ(db_told, bdb.host()) << what << ": db not yet written when the plan said so";
-      if (c.input_grad)
+      if (c.input_grad) {
         EXPECT_TRUE(std::all_of(dx_told.begin(), dx_told.end(), [](float v) { return v == 12345.0f; }))
             << what << ": dx computed before the weight gradients were told";
+      }
       if (prec == Precision::bf16) {
         if (dev->kind() == DeviceKind::Cpu) {
           EXPECT_EQ(plan->impl().rfind("onednn bf16 ", 0), 0u) << what << ": not a bf16 plan";

@@ -10,6 +10,7 @@
 #endif
 
 #include "device/cpu/onednn.hpp"
+#include "kernels/cpu/isa.hpp"
 #include "kernels/cpu/elementwise.hpp"
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/cpu/nn.hpp"
@@ -170,7 +171,11 @@ bool CpuDevice::bf16_compute(std::string* how) const {
     *how = isa + " (oneDNN)";
     return true;
   }
-  *how = onednn::enabled() ? "not on this CPU (" + onednn::describe() +
+  using kernels::cpu::isa_cap;
+  const std::string where = isa_cap() < kernels::cpu::cpu_isa()
+                                ? std::string("not under LPSGD_MAX_ISA=") + kernels::cpu::isa_name(isa_cap())
+                                : std::string("not on this CPU");
+  *how = onednn::enabled() ? where + " (" + onednn::describe() +
                                  ": no AVX512_BF16 or AMX, where bf16 would be emulated, slower than fp32)"
                            : onednn::describe() + ": the generic plans compute in fp32 only";
   return false;

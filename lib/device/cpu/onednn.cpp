@@ -33,6 +33,7 @@
 
 #include "core/error.hpp"
 #include "device/device.hpp"
+#include "kernels/cpu/isa.hpp"
 #include "lpsgd/config.hpp"
 
 #if LPSGD_HAVE_ONEDNN
@@ -460,16 +461,38 @@ std::unique_ptr<AffinePlan> make_or_null(Device& dev, const Spec& s) {
 
 }  // namespace
 
+// LPSGD_MAX_ISA caps oneDNN's JIT as it caps lpsgd's own kernels (isa.hpp),
+// before oneDNN makes its first kernel; ONEDNN_MAX_CPU_ISA, where set, is
+// oneDNN's own and stays in charge.
+void cap_isa() {
+  using kernels::cpu::Isa;
+  if (const char* v = std::getenv("ONEDNN_MAX_CPU_ISA"); v && *v) return;
+  dnnl::cpu_isa cap = dnnl::cpu_isa::all;
+  switch (kernels::cpu::isa_cap()) {
+    case Isa::Baseline: cap = dnnl::cpu_isa::sse41; break;
+    case Isa::Avx2: cap = dnnl::cpu_isa::avx2; break;
+    case Isa::Avx512: cap = dnnl::cpu_isa::avx512_core; break;
+    case Isa::Avx512Bf16: return;
+  }
+  LPSGD_CHECK(dnnl::set_max_cpu_isa(cap) == dnnl::status::success,
+              "LPSGD_MAX_ISA=" << kernels::cpu::isa_name(kernels::cpu::isa_cap())
+                               << ": oneDNN would not take the cap (its kernels were made already)");
+}
+
 bool enabled() {
-  static const bool on = !switched_off();
+  static const bool on = [] {
+    cap_isa();
+    return !switched_off();
+  }();
   return on;
 }
 
 std::string describe() {
+  const bool on = enabled();
   const dnnl_version_t* v = dnnl_version();
   std::string s = "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
                   std::to_string(v->patch) + " (" + isa_name(dnnl::get_effective_cpu_isa()) + ")";
-  if (!enabled()) s += ", switched off by LPSGD_ONEDNN=0";
+  if (!on) s += ", switched off by LPSGD_ONEDNN=0";
   return s;
 }
 
