@@ -133,10 +133,12 @@ def table(rows):
 
 
 def netns_rows(rows):
-    """{topology: (main rate, rows at that rate, rows at other rates)}"""
+    """{topology: (main rate, rows at that rate, rows at other rates)}, of the
+    largest message (the sweep's smaller ones are for auto: jobs/plot/grid.py)"""
     out = {}
+    largest = max(r["bytes"] for r in rows)
     for topo in sorted({r["topology"] for r in rows}):
-        mine = [r for r in rows if r["topology"] == topo]
+        mine = [r for r in rows if r["topology"] == topo and r["bytes"] == largest]
         rates = collections.Counter(r["rate"] for r in mine)
         main_rate = rates.most_common(1)[0][0]
         out[topo] = (main_rate, [r for r in mine if r["rate"] == main_rate],

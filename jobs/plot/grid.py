@@ -15,6 +15,8 @@ ratio and auto's choice; "n/a" where no auto row was run.
 Prints, per collective, a Markdown table (rows n, columns P, cells
 "best (auto's choice, ratio)"), the worst auto/best ratio, and the cost model's
 worst error on the tree rows, max |predicted_us / time_us - 1|.
+With --max-ratio R it exits 1 where auto's time is above R times the best in
+any cell, naming them (tests/e2e/smpi_auto.sh holds auto to 1.10).
 """
 import argparse
 import glob
@@ -151,6 +153,13 @@ def draw(op, Ps, ns, g, out, title):
     return path
 
 
+def above(op, g, limit):
+    """The cells where auto took more than limit times the best algorithm."""
+    return [f"{op} P={P} n={size(n)}: auto ({choice}) {ms(ta)} ms, {ta / t:.3f}x {b}'s {ms(t)} ms"
+            for (n, P), (b, t, choice, ta) in sorted(g.items(), key=lambda kv: (kv[0][1], kv[0][0]))
+            if b and ta is not None and ta > limit * t]
+
+
 def report(op, Ps, ns, g, cells):
     print(f"\n### {op}\n")
     print("| n \\ P | " + " | ".join(str(P) for P in Ps) + " |")
@@ -190,14 +199,23 @@ def main():
     ap.add_argument("inputs", nargs="+", metavar="RESULTS.json|DIR")
     ap.add_argument("--out", required=True, help="directory for grid_<op>.png")
     ap.add_argument("--title", default="", help="e.g. the platform name")
+    ap.add_argument("--max-ratio", type=float, metavar="R",
+                    help="exit 1 where auto took more than R times the best algorithm")
     a = ap.parse_args()
     cells = load(a.inputs)
     os.makedirs(a.out, exist_ok=True)
+    bad = []
     for op in sorted({k[0] for k in cells}):
         Ps, ns, g = grid(cells, op)
         path = draw(op, Ps, ns, g, a.out, a.title)
         report(op, Ps, ns, g, cells)
         print(f"wrote {path}")
+        if a.max_ratio:
+            bad += above(op, g, a.max_ratio)
+    if bad:
+        print(f"auto above {a.max_ratio} times the best algorithm in {len(bad)} cell(s):")
+        print("\n".join("  " + b for b in bad))
+        sys.exit(1)
 
 
 if __name__ == "__main__":

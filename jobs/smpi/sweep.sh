@@ -5,10 +5,10 @@
 #
 #   jobs/smpi/sweep.sh [--ranks 2,4,...,1024] [--bytes 64M[,...]] [--op bcast,reduce,allreduce]
 #                      [--algo lp,tree,mst,be,ring,auto] [--platform FILE] [--out DIR]
-#                      [--gamma S_PER_BYTE] [--build DIR]
+#                      [--gamma S_PER_BYTE] [--build DIR] [--no-plot]
 #
-# Defaults: P = 2, 4, ..., 1024, 64 MiB float sum, all three collectives, the
-# four algorithms, jobs/smpi/cluster-10g.xml, out runs/smpi-<platform>/.
+# Defaults: P = 2, 4, ..., 1024, 64 MiB float sum, all three collectives, every
+# algorithm and auto, jobs/smpi/cluster-10g.xml, out runs/smpi-<platform>/.
 # The grid of docs/simulation.md (docs/simulation.md gives the time it took):
 #   jobs/smpi/sweep.sh --ranks 2,8,64,256,1024,4096 --bytes 64K,1M,16M,64M \
 #                      --op bcast,allreduce --algo lp,tree,be,ring,auto
@@ -48,11 +48,12 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 ranks=2,4,8,16,32,64,128,256,512,1024
 bytes=64M
 ops=bcast,reduce,allreduce
-algos=lp,mst,be,ring
+algos=lp,tree,mst,be,ring,auto
 platform=$root/jobs/smpi/cluster-10g.xml
 out=""
 gamma=0
 build=$root/build-smpi
+plot=1
 
 usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "sweep.sh: error: $*" >&2; exit 2; }
@@ -66,6 +67,7 @@ while (($#)); do
     --out) out=$2; shift 2 ;;
     --gamma) gamma=$2; shift 2 ;;
     --build) build=$2; shift 2 ;;
+    --no-plot) plot=0; shift ;;
     -h|--help) usage; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
   esac
@@ -182,7 +184,9 @@ done
 # Every row kept in DIR/rows, this run's and earlier ones', in P order.
 find "$out/rows" -name '*.json' -size +0 | sort -V | xargs cat >"$out/results.json"
 echo "# $(wc -l <"$out/results.json") rows in $out/results.json; sweep took $(((SECONDS - start) / 60))m$(((SECONDS - start) % 60))s"
-if /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
+if ((!plot)); then
+  :
+elif /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
   "$root/jobs/plot/bench.py" "$out/results.json" --out "$out"
   # Best algorithm and auto's time against it over (P, n): grid_<op>.png.
   "$root/jobs/plot/grid.py" "$out" --out "$out" --title "$(basename "$platform" .xml)" >"$out/grid.md"

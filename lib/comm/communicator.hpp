@@ -35,7 +35,8 @@ namespace lpsgd::comm {
 
 class LinkBuilder;
 
-/// $LPSGD_MPI_MESSAGE_BYTES, else 60 KiB: under Open MPI's TCP eager limit
+/// $LPSGD_MPI_MESSAGE_BYTES, else 60 KiB (none under SimGrid SMPI, whose
+/// network model has no such effect): under Open MPI's TCP eager limit
 /// (64 KiB with its headers). A larger message goes by rendezvous: its bulk
 /// waits for a reply from the receiver, and where both directions of a link
 /// carry data (an allreduce) that reply queues behind the other direction's

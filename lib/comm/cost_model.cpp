@@ -195,11 +195,22 @@ double CostModel::predict(Algo algo, CollKind kind, double n, int P, int root, d
   // MST and BE run round by round (schedule.cpp): a round's stream to one
   // partner must end, and its sums be made, before the next round's stream
   // to another partner starts, so across a network every round also pays
-  // an emptied pipe: one MPI message's transfer (mpi_message bytes) that
-  // overlaps nothing. LP, the tree and the ring stream without such breaks.
-  // (Measured across 4 namespaces at 200 Mbit/s: BE's 8 MiB allreduce took
-  // 12-50 ms more than the ring's, whose model was only 0.1 ms apart.)
-  const double ar = a + (mix.mpi ? static_cast<double>(mpi_message) * bt : 0.0);
+  // an emptied pipe: its last MPI message's transfer (at most mpi_message
+  // bytes, at most the round's own bytes) overlaps nothing. LP, the tree and
+  // the ring stream without such breaks. (Measured across 4 namespaces at
+  // 200 Mbit/s: BE's 8 MiB allreduce took 12-50 ms more than the ring's,
+  // whose model was only 0.1 ms apart.) A round of small messages is one
+  // short message: charging it a whole mpi_message had BE's 64 KiB allreduce
+  // at P = 256 on 2 us, 25 Gb/s links at 0.42 ms against 0.11 ms simulated,
+  // and auto took the tree (0.16 ms).
+  const double limit = mix.mpi ? static_cast<double>(mpi_message) : 0.0;
+  const auto round = [&](double bytes) { return a + std::min(limit, bytes) * bt; };
+  // Recursive halving (or doubling) over p2 ranks: rounds of n/2, n/4, ...
+  const auto halving = [&](int p2) {
+    double t = 0;
+    for (int q = p2; q > 1; q /= 2) t += round(n * q / (2.0 * p2));
+    return t;
+  };
   switch (algo) {
     case Algo::Lp: {
       // Two ranks of one node, each doing half: each reads and writes the
@@ -221,19 +232,18 @@ double CostModel::predict(Algo algo, CollKind kind, double n, int P, int root, d
       // One node: every message is a copy through the shared memory, so the
       // P − 1 messages' bytes add up instead of overlapping in log P rounds.
       const double L = log2ceil(P), Ln = one_node ? P - 1.0 : L;
-      const double bcast = L * ar + Ln * n * bt, reduce = L * ar + Ln * n * (bt + g);
+      const double bcast = L * round(n) + Ln * n * bt, reduce = L * round(n) + Ln * n * (bt + g);
       return kind == CollKind::Bcast ? bcast : kind == CollKind::Reduce ? reduce : bcast + reduce;
     }
     case Algo::Be: {
       const int p2 = pof2_floor(P);
-      const double L2 = std::log2(static_cast<double>(p2));
       const double f2 = (p2 - 1.0) / p2;
-      const double fold = P != p2 ? ar + nm * (bt + g) : 0.0;  // extra ranks fold in
+      const double fold = P != p2 ? round(n) + nm * (bt + g) : 0.0;  // extra ranks fold in
       if (kind == CollKind::Bcast)  // binomial scatter + ring allgather
-        return log2ceil(P) * ar + frac * nm * bt + (P - 1) * ar + frac * nm * bt;
+        return halving(pof2_floor(2 * P - 1)) + frac * nm * bt + (P - 1) * round(n / P) + frac * nm * bt;
       if (kind == CollKind::Reduce)  // reduce-scatter + gather to the root
-        return fold + L2 * ar + f2 * nm * (bt + g) + ar + f2 * nm * bt;
-      return fold + 2 * L2 * ar + 2 * f2 * nm * bt + f2 * nm * g + (P != p2 ? ar + nm * bt : 0.0);
+        return fold + halving(p2) + f2 * nm * (bt + g) + round(f2 * n) + f2 * nm * bt;
+      return fold + 2 * halving(p2) + 2 * f2 * nm * bt + f2 * nm * g + (P != p2 ? round(n) + nm * bt : 0.0);
     }
     case Algo::Ring: {
       // On neighbour links the chain is not closed: the ring's last message

@@ -283,3 +283,27 @@ TEST(CostModel, RoundByRoundSchedulesPayAnEmptiedPipePerRound) {
   ns.mpi_message = 60 << 10;
   EXPECT_EQ(ns.best_algo(CollKind::Allreduce, 6.0 * 1024 * 1024, 4, 0, kMpi), Algo::Ring);
 }
+
+// A round shorter than one MPI message empties a pipe of its own bytes only:
+// BE's recursive halving of 64 KiB over 256 ranks sends 32 KiB, 16 KiB, ...,
+// 256 B, so both halves pay those bytes once more (not 16 whole 60 KiB
+// messages: that had auto take the tree at 1.50x BE's simulated time on 2 us,
+// 25 Gb/s links, tests/e2e/smpi_auto.sh).
+TEST(CostModel, AnEmptiedPipeHoldsAtMostTheRoundsBytes) {
+  CostModel m = model();
+  m.alpha_mpi = 4e-6;
+  m.beta_mpi = 3.2e-10;
+  m.gamma = 0;
+  const double n = 64 * 1024;
+  const double be0 = m.predict(Algo::Be, CollKind::Allreduce, n, 256, 0, 0, kMpi);
+  m.mpi_message = 60 << 10;
+  double rounds = 0;
+  for (int q = 256; q > 1; q /= 2) rounds += n * q / 512;
+  EXPECT_DOUBLE_EQ(m.predict(Algo::Be, CollKind::Allreduce, n, 256, 0, 0, kMpi),
+                   be0 + 2 * rounds * m.beta_mpi);
+  EXPECT_EQ(m.best_algo(CollKind::Allreduce, n, 256, 0, kMpi), Algo::Be);
+  // MST's rounds each carry the whole message: min(n, the limit).
+  const double mst = m.predict(Algo::Mst, CollKind::Bcast, 1000, 8, 0, 0, kMpi);
+  m.mpi_message = 0;
+  EXPECT_DOUBLE_EQ(mst, m.predict(Algo::Mst, CollKind::Bcast, 1000, 8, 0, 0, kMpi) + 3 * 1000 * m.beta_mpi);
+}
