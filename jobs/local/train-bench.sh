@@ -24,7 +24,6 @@ while (($#)); do
 done
 [[ -x $build/bin/lpsgd ]] || { echo "train-bench.sh: error: $build/bin/lpsgd missing (run tools/setup.sh)" >&2; exit 2; }
 [[ -f data/fashion-mnist.h5 ]] || datasets/fashion-mnist.sh --lpsgd "$build/bin/lpsgd"
-lpsgd_mpi_launcher "$build"  # MPIRUN: oversubscribed, unbound, as root too
 
 # name|ranks|options
 cases=(
@@ -41,6 +40,7 @@ for ((r = 0; r < repeat; r++)); do
   for i in "${!cases[@]}"; do
     IFS='|' read -r name np opts <<<"${cases[$i]}"
     echo "train-bench.sh: round $((r + 1))/$repeat: $name" >&2
+    lpsgd_mpi_launcher "$build" "$np"  # MPIRUN: the main job's launch for np ranks
     # shellcheck disable=SC2086  # opts is a list of options
     "${MPIRUN[@]}" -n "$np" "$build/bin/lpsgd" train --config "$config" \
       --max-steps "$steps" --eval-every 0 --progress off $opts \

@@ -25,8 +25,8 @@ run_dir=${RUN_DIR:-runs/$(basename "$config" .ini)-$(date +%Y%m%d-%H%M%S)}
 [[ -f data/fashion-mnist.h5 ]] || datasets/fashion-mnist.sh --lpsgd "$build/bin/lpsgd"
 
 mkdir -p "$run_dir"
-# More ranks than cores is allowed (slower, but it runs); as root too.
-lpsgd_mpi_launcher "$build"
+# More ranks than cores is allowed (slower, but it runs; unbound then); as root too.
+lpsgd_mpi_launcher "$build" "$np"  # bound to cores where the ranks fit
 launcher=("${MPIRUN[@]}" -n "$np")
 
 echo "train.sh: $np ranks, config $config, outputs in $run_dir"

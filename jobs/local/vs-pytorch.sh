@@ -32,7 +32,9 @@ done
 /usr/bin/python3 -c "import torch" 2>/dev/null ||
   { echo "vs-pytorch.sh: error: PyTorch missing: apt-get install python3-torch (for measuring only)" >&2; exit 2; }
 [[ -f data/fashion-mnist.h5 ]] || datasets/fashion-mnist.sh --lpsgd "$build/bin/lpsgd"
-lpsgd_mpi_launcher "$build"  # MPIRUN: oversubscribed, unbound, as root too
+# MPIRUN: oversubscribed, as root too, and unbound like the PyTorch processes
+# beside it, so that the two compare alike (the main job binds: docs/training.md).
+LPSGD_BIND=none lpsgd_mpi_launcher "$build"
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 
 tmp=$(mktemp -d)

@@ -11,6 +11,8 @@
 # or MPICH's Hydra, mpirun.mpich); both read the allocation from Slurm.
 # Where GPUs are allocated, every task sees all of its node's GPUs and lpsgd
 # picks one by local rank: peer links between GPUs need them all visible.
+# srun binds each task to its cores where the cluster can (mpirun binds by
+# itself: Open MPI to cores for up to 2 ranks, to sockets beyond).
 slurm_launcher() {
   local how=${LAUNCHER:-auto} extra=() plugin=pmix mpirun=mpirun
   if [[ $(ldd "${LPSGD:-}" 2>/dev/null) == *libmpich* ]]; then
@@ -24,6 +26,12 @@ slurm_launcher() {
   case $how in
     srun)
       LAUNCH=(srun "--mpi=$plugin" --kill-on-bad-exit=1)
+      # One core per task, as the main job binds on one machine (tools/mpi.sh,
+      # measured in docs/training.md), where the cluster has a task plugin
+      # that binds; task/none would only warn.
+      if [[ $(scontrol show config 2>/dev/null) =~ TaskPlugin[[:space:]]*=[^$'\n']*(affinity|cgroup) ]]; then
+        LAUNCH+=(--cpu-bind=cores)
+      fi
       if ((${SLURM_GPUS_ON_NODE:-0} > 0)); then LAUNCH+=(--gpu-bind=none); fi
       ;;
     mpirun)
