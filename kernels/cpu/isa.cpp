@@ -24,8 +24,11 @@ Isa cpu_isa() {
   static const Isa isa = [] {
     __builtin_cpu_init();
     if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return Isa::Baseline;
-    for (const char* f : {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"})
-      if (!__builtin_cpu_supports(f)) return Isa::Avx2;
+    // clang's builtin takes string literals only, so each feature is named.
+    if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
+        !__builtin_cpu_supports("avx512cd") || !__builtin_cpu_supports("avx512dq") ||
+        !__builtin_cpu_supports("avx512vl"))
+      return Isa::Avx2;
     return __builtin_cpu_supports("avx512bf16") ? Isa::Avx512Bf16 : Isa::Avx512;
   }();
   return isa;
