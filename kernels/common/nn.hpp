@@ -186,6 +186,202 @@ struct MaxPoolBackward {
   }
 };
 
+/// Average pooling over planes of in_h x in_w: each output the mean of its
+/// window, the window's zero padding counted in the divisor or not
+/// (count_pad: PyTorch's count_include_pad). i in [0, planes * out_h * out_w).
+/// A window over the whole plane (kernel = in_h x in_w) is global average
+/// pooling.
+LPSGD_HD float avgpool_divisor(const Window2d& g, int oh, int ow, bool count_pad) {
+  const int h0 = oh * g.stride_h - g.pad_h, w0 = ow * g.stride_w - g.pad_w;
+  int h1 = h0 + g.kernel_h, w1 = w0 + g.kernel_w;
+  if (count_pad) {  // the window clipped to the padded image, as PyTorch counts
+    h1 = h1 < g.in_h + g.pad_h ? h1 : g.in_h + g.pad_h;
+    w1 = w1 < g.in_w + g.pad_w ? w1 : g.in_w + g.pad_w;
+    return static_cast<float>((h1 - h0) * (w1 - w0));
+  }
+  const int a = h0 > 0 ? h0 : 0, b = w0 > 0 ? w0 : 0;
+  h1 = h1 < g.in_h ? h1 : g.in_h;
+  w1 = w1 < g.in_w ? w1 : g.in_w;
+  return static_cast<float>((h1 - a) * (w1 - b));
+}
+
+struct AvgPoolForward {
+  float* y;
+  const float* x;
+  Window2d g;
+  bool count_pad;
+  LPSGD_HD void operator()(size_t i) const {
+    const size_t out_plane = g.col_cols();
+    const size_t plane = i / out_plane, p = i % out_plane;
+    const int oh = static_cast<int>(p / g.out_w), ow = static_cast<int>(p % g.out_w);
+    const float* xp = x + plane * g.in_plane();
+    float sum = 0.0f;
+    for (int ki = 0; ki < g.kernel_h; ++ki) {
+      const int ih = oh * g.stride_h - g.pad_h + ki;
+      if (ih < 0 || ih >= g.in_h) continue;
+      for (int kj = 0; kj < g.kernel_w; ++kj) {
+        const int iw = ow * g.stride_w - g.pad_w + kj;
+        if (iw >= 0 && iw < g.in_w) sum += xp[ih * g.in_w + iw];
+      }
+    }
+    y[i] = sum / avgpool_divisor(g, oh, ow, count_pad);
+  }
+};
+
+/// dx[plane, h, w] = sum of dy / divisor over the outputs whose window
+/// covers (h, w). Overwrites dx. i in [0, planes * in_h * in_w).
+struct AvgPoolBackward {
+  float* dx;
+  const float* dy;
+  Window2d g;
+  bool count_pad;
+  LPSGD_HD void operator()(size_t i) const {
+    const size_t in_plane = g.in_plane(), out_plane = g.col_cols();
+    const size_t plane = i / in_plane;
+    const int idx = static_cast<int>(i % in_plane);
+    const int h = idx / g.in_w, w = idx % g.in_w;
+    const int lo_h = h + g.pad_h - g.kernel_h + 1, lo_w = w + g.pad_w - g.kernel_w + 1;
+    const int oh0 = lo_h <= 0 ? 0 : (lo_h + g.stride_h - 1) / g.stride_h;
+    const int ow0 = lo_w <= 0 ? 0 : (lo_w + g.stride_w - 1) / g.stride_w;
+    const int oh1 = (h + g.pad_h) / g.stride_h, ow1 = (w + g.pad_w) / g.stride_w;
+    float sum = 0.0f;
+    for (int oh = oh0; oh <= oh1 && oh < g.out_h; ++oh)
+      for (int ow = ow0; ow <= ow1 && ow < g.out_w; ++ow)
+        sum += dy[plane * out_plane + static_cast<size_t>(oh) * g.out_w + ow] /
+               avgpool_divisor(g, oh, ow, count_pad);
+    dx[i] = sum;
+  }
+};
+
+/// Batch normalization's data viewed as [outer, channels, inner]: a batch of
+/// images [N, C, H*W], or of feature vectors [N, D, 1].
+struct BnShape {
+  size_t outer, channels, inner;
+  LPSGD_HD size_t size() const { return outer * channels * inner; }
+  /// Values per channel in this batch.
+  LPSGD_HD size_t per_channel() const { return outer * inner; }
+};
+
+/// Batch normalization's per-channel pass: out[i] = a[c] * x[i] + b[c] (a
+/// ReLU after it when `relu`), c the channel of element i. Forward (a, b:
+/// scale / std and shift - mean * scale / std) and, with the gradient's
+/// three coefficients, backward (BnBackward).
+struct BnApply {
+  float* y;
+  const float* x;
+  const float* a;
+  const float* b;
+  BnShape s;
+  bool relu;
+  LPSGD_HD void operator()(size_t i) const {
+    const size_t c = (i / s.inner) % s.channels;
+    const float v = a[c] * x[i] + b[c];
+    y[i] = relu && !(v > 0.0f) ? 0.0f : v;
+  }
+};
+
+/// dx[i] = p[c] * dy[i] + q[c] * x[i] + r[c]: batch normalization's input
+/// gradient, linear in dy and x per channel once the batch's sums are known
+/// (see BnCoeffs).
+struct BnBackward {
+  float* dx;
+  const float* dy;
+  const float* x;
+  const float* p;
+  const float* q;
+  const float* r;
+  BnShape s;
+  LPSGD_HD void operator()(size_t i) const {
+    const size_t c = (i / s.inner) % s.channels;
+    dx[i] = p[c] * dy[i] + q[c] * x[i] + r[c];
+  }
+};
+
+/// What batch normalization does with per-channel sums, for channel c (tiny:
+/// one call per channel, on the device so nothing waits for the host).
+///
+/// Forward, training (stats = Σx, Σx² over count values, of the local batch
+/// or, with synchronized statistics, of all ranks'): mean, biased variance
+/// for normalizing, the running statistics updated with the unbiased one;
+/// eval: the running statistics. Writes coef [4C]: a, b (BnApply), mean,
+/// invstd (for backward).
+///
+/// Backward (stats = Σdy, Σdy·x, local and global): with x̂ = (x - mean) invstd,
+///   dgamma = Σ dy x̂, dbeta = Σ dy (local sums: the gradient exchange
+///   averages them over the ranks like every other parameter's),
+///   dx = gamma invstd (dy - Σdy/M - x̂ Σdy x̂ / M) over the count M of the
+///   batch the statistics came from, written as p dy + q x + r.
+struct BnForwardCoeffs {
+  float* coef;
+  float* run_mean;
+  float* run_var;
+  const double* stats;  ///< [2C]: Σx, then Σx²
+  const float* gamma;
+  const float* beta;
+  double count;
+  float eps, momentum;
+  bool train;
+  size_t channels;
+  LPSGD_HD void operator()(size_t c) const {
+    float mean, var;
+    if (train) {
+      const double m = stats[c] / count;
+      double v = stats[channels + c] / count - m * m;
+      v = v > 0.0 ? v : 0.0;
+      mean = static_cast<float>(m);
+      var = static_cast<float>(v);
+      const double unbiased = count > 1 ? v * count / (count - 1) : v;
+      run_mean[c] = (1.0f - momentum) * run_mean[c] + momentum * mean;
+      run_var[c] = (1.0f - momentum) * run_var[c] + momentum * static_cast<float>(unbiased);
+    } else {
+      mean = run_mean[c];
+      var = run_var[c];
+    }
+    const float invstd = 1.0f / std::sqrt(var + eps);
+    const float a = gamma[c] * invstd;
+    coef[c] = a;
+    coef[channels + c] = beta[c] - mean * a;
+    coef[2 * channels + c] = mean;
+    coef[3 * channels + c] = invstd;
+  }
+};
+
+struct BnBackwardCoeffs {
+  float* pqr;      ///< [3C]: p, q, r of BnBackward
+  float* dgamma;
+  float* dbeta;
+  const double* local;   ///< [2C]: Σdy, Σdy·x of this rank's batch
+  const double* global;  ///< the same over the batch the statistics came from
+  const float* gamma;
+  const float* coef;     ///< the forward's [4C] (mean, invstd)
+  double count;          ///< values per channel behind `global`
+  size_t channels;
+  LPSGD_HD void operator()(size_t c) const {
+    const double mean = coef[2 * channels + c], invstd = coef[3 * channels + c];
+    dbeta[c] = static_cast<float>(local[c]);
+    dgamma[c] = static_cast<float>((local[channels + c] - mean * local[c]) * invstd);
+    const double mdy = global[c] / count;
+    const double mdyx = (global[channels + c] - mean * global[c]) / count;  // mean of dy (x - mean)
+    const double p = static_cast<double>(gamma[c]) * invstd;
+    const double q = -p * invstd * invstd * mdyx;
+    pqr[c] = static_cast<float>(p);
+    pqr[channels + c] = static_cast<float>(q);
+    pqr[2 * channels + c] = static_cast<float>(-p * mdy - q * mean);
+  }
+};
+
+/// y = a + b, a ReLU after it when `relu` (a residual join).
+struct AddForward {
+  float* y;
+  const float* a;
+  const float* b;
+  bool relu;
+  LPSGD_HD void operator()(size_t i) const {
+    const float v = a[i] + b[i];
+    y[i] = relu && !(v > 0.0f) ? 0.0f : v;
+  }
+};
+
 /// y[o, c, k] += bias[c] for y viewed as [outer, channels, inner] (a Linear
 /// layer has inner = 1, a convolution inner = out_h * out_w).
 struct BiasAdd {

@@ -258,6 +258,118 @@ void maxpool_backward(float* dx, const float* dy, const int32_t* argmax, const W
   }
 }
 
+void avgpool_forward(float* y, const float* x, const Window2d& g, size_t planes, bool count_pad) {
+  launch(planes * g.col_cols(), AvgPoolForward{y, x, g, count_pad});
+}
+
+void avgpool_backward(float* dx, const float* dy, const Window2d& g, size_t planes, bool count_pad) {
+  launch(planes * g.in_plane(), AvgPoolBackward{dx, dy, g, count_pad});
+}
+
+namespace {
+
+// channel_moments' body: the lanes make the float sums of a plane vectorise
+// (a single running sum is a chain of dependent additions) and fix the order
+// of every addition, so the three builds below give the same bits.
+constexpr size_t kLanes = 16;
+
+template <bool Square>
+__attribute__((always_inline)) inline void moments_body(double* s, const float* u, const float* v,
+                                                        const BnShape& sh) {
+  const size_t C = sh.channels, K = sh.inner;
+  std::fill(s, s + 2 * C, 0.0);
+  if (K == 1) {  // feature vectors: rows in order, vectorised over the channels
+    for (size_t o = 0; o < sh.outer; ++o) {
+      const float* ur = u + o * C;
+      const float* vr = (Square ? u : v) + o * C;
+#pragma GCC ivdep
+      for (size_t c = 0; c < C; ++c) {
+        s[c] += static_cast<double>(ur[c]);
+        s[C + c] += static_cast<double>(ur[c] * vr[c]);
+      }
+    }
+    return;
+  }
+  for (size_t o = 0; o < sh.outer; ++o)
+    for (size_t c = 0; c < C; ++c) {
+      const float* up = u + (o * C + c) * K;
+      const float* vp = (Square ? u : v) + (o * C + c) * K;
+      float a1[kLanes] = {}, a2[kLanes] = {};
+      size_t k = 0;
+      for (; k + kLanes <= K; k += kLanes)
+        for (size_t j = 0; j < kLanes; ++j) {
+          a1[j] += up[k + j];
+          a2[j] += up[k + j] * vp[k + j];
+        }
+      for (size_t j = 0; k + j < K; ++j) {
+        a1[j] += up[k + j];
+        a2[j] += up[k + j] * vp[k + j];
+      }
+      double p1 = 0, p2 = 0;
+      for (size_t j = 0; j < kLanes; ++j) {
+        p1 += static_cast<double>(a1[j]);
+        p2 += static_cast<double>(a2[j]);
+      }
+      s[c] += p1;
+      s[C + c] += p2;
+    }
+}
+
+#define LPSGD_MOMENTS(suffix, attr)                                                          \
+  attr void moments_##suffix(double* s, const float* u, const float* v, const BnShape& sh) { \
+    if (u == v) moments_body<true>(s, u, v, sh);                                             \
+    else moments_body<false>(s, u, v, sh);                                                   \
+  }
+LPSGD_MOMENTS(avx512, LPSGD_TARGET_AVX512)
+LPSGD_MOMENTS(avx2, LPSGD_TARGET_AVX2)
+LPSGD_MOMENTS(baseline, )
+#undef LPSGD_MOMENTS
+
+}  // namespace
+
+void channel_moments(double* s, const float* u, const float* v, const BnShape& sh) {
+  pick_by_isa(&moments_avx512, &moments_avx2, &moments_baseline)(s, u, v, sh);
+}
+
+void bn_apply(float* y, const float* x, const float* a, const float* b, const BnShape& sh, bool relu) {
+  const size_t C = sh.channels, K = sh.inner;
+  for (size_t o = 0; o < sh.outer; ++o)
+    for (size_t c = 0; c < C; ++c) {
+      const size_t base = (o * C + c) * K;
+      const float ac = a[c], bc = b[c];
+      const float* xp = x + base;
+      float* yp = y + base;
+      if (relu) {
+#pragma GCC ivdep
+        for (size_t k = 0; k < K; ++k) {
+          const float t = ac * xp[k] + bc;
+          yp[k] = t > 0.0f ? t : 0.0f;
+        }
+      } else {
+#pragma GCC ivdep
+        for (size_t k = 0; k < K; ++k) yp[k] = ac * xp[k] + bc;
+      }
+    }
+}
+
+void bn_backward(float* dx, const float* dy, const float* x, const float* pqr, const BnShape& sh) {
+  const size_t C = sh.channels, K = sh.inner;
+  for (size_t o = 0; o < sh.outer; ++o)
+    for (size_t c = 0; c < C; ++c) {
+      const size_t base = (o * C + c) * K;
+      const float p = pqr[c], q = pqr[C + c], r = pqr[2 * C + c];
+      const float* dyp = dy + base;
+      const float* xp = x + base;
+      float* dxp = dx + base;
+#pragma GCC ivdep
+      for (size_t k = 0; k < K; ++k) dxp[k] = p * dyp[k] + q * xp[k] + r;
+    }
+}
+
+void add_forward(float* y, const float* a, const float* b, size_t n, bool relu) {
+  launch(n, AddForward{y, a, b, relu});
+}
+
 void bias_add(float* y, const float* bias, size_t outer, size_t channels, size_t inner) {
   for (size_t o = 0; o < outer; ++o) {
     if (inner == 1) {  // a fully connected layer's rows: vectorise over channels

@@ -28,6 +28,20 @@ const char* pool_loop_name(PoolLoop l);
 /// Overwrites dx [planes, in_h, in_w] from dy and the forward argmax.
 void maxpool_backward(float* dx, const float* dy, const int32_t* argmax, const Window2d& g,
                       size_t planes);
+/// Average pooling of `planes` planes (see AvgPoolForward), and its adjoint
+/// (overwrites dx).
+void avgpool_forward(float* y, const float* x, const Window2d& g, size_t planes, bool count_pad);
+void avgpool_backward(float* dx, const float* dy, const Window2d& g, size_t planes, bool count_pad);
+/// Per-channel sums over [outer, channels, inner]: s[c] = Σ u, s[channels + c]
+/// = Σ u·v (v = u: Σ u²). Each plane's `inner` values are summed in float in
+/// 16 lanes (element k in lane k mod 16, the lanes then added in order) and
+/// the planes in double, o = 0, 1, ...: the same bits at every ISA level.
+void channel_moments(double* s, const float* u, const float* v, const BnShape& sh);
+/// BnApply and BnBackward, plane by plane.
+void bn_apply(float* y, const float* x, const float* a, const float* b, const BnShape& sh, bool relu);
+void bn_backward(float* dx, const float* dy, const float* x, const float* pqr, const BnShape& sh);
+/// y = a + b (max(., 0) after it with relu).
+void add_forward(float* y, const float* a, const float* b, size_t n, bool relu);
 /// y[o, c, k] += bias[c] over y [outer, channels, inner].
 void bias_add(float* y, const float* bias, size_t outer, size_t channels, size_t inner);
 /// db[c] = sum_{o,k} dy[o, c, k] (overwrites db).

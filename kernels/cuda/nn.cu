@@ -40,6 +40,37 @@ __global__ void bias_grad_blocks(float* db, const T* dy, size_t outer, size_t ch
   }
 }
 
+// One block per channel: thread t sums the channel's elements t, t + T, ...
+// in double, a shared-memory tree adds the parts (as bias_grad_blocks).
+__global__ void moments_blocks(double* s, const float* u, const float* v, BnShape sh) {
+  __shared__ double p1[kThreads], p2[kThreads];
+  const size_t total = sh.per_channel();
+  for (size_t c = blockIdx.x; c < sh.channels; c += gridDim.x) {
+    double a = 0.0, b = 0.0;
+    for (size_t e = threadIdx.x; e < total; e += blockDim.x) {
+      const size_t i = ((e / sh.inner) * sh.channels + c) * sh.inner + e % sh.inner;
+      const float x = u[i];
+      a += static_cast<double>(x);
+      b += static_cast<double>(x * v[i]);
+    }
+    p1[threadIdx.x] = a;
+    p2[threadIdx.x] = b;
+    __syncthreads();
+    for (unsigned h = blockDim.x / 2; h > 0; h >>= 1) {
+      if (threadIdx.x < h) {
+        p1[threadIdx.x] += p1[threadIdx.x + h];
+        p2[threadIdx.x] += p2[threadIdx.x + h];
+      }
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+      s[c] = p1[0];
+      s[sh.channels + c] = p2[0];
+    }
+    __syncthreads();
+  }
+}
+
 // One warp per row of SoftmaxXent. Lane l looks at columns l, l + 32, ...; the
 // butterfly (shfl_xor) combines lanes in an order fixed by the lane numbers,
 // and both partners of every exchange compute the same value, so every lane
@@ -133,6 +164,41 @@ void maxpool_forward(float* y, int32_t* argmax, const float* x, const Window2d& 
 void maxpool_backward(float* dx, const float* dy, const int32_t* argmax, const Window2d& g,
                       size_t planes, cudaStream_t s) {
   launch(planes * g.in_plane(), MaxPoolBackward{dx, dy, argmax, g}, s);
+}
+
+void avgpool_forward(float* y, const float* x, const Window2d& g, size_t planes, bool count_pad,
+                     cudaStream_t s) {
+  launch(planes * g.col_cols(), AvgPoolForward{y, x, g, count_pad}, s);
+}
+
+void avgpool_backward(float* dx, const float* dy, const Window2d& g, size_t planes, bool count_pad,
+                      cudaStream_t s) {
+  launch(planes * g.in_plane(), AvgPoolBackward{dx, dy, g, count_pad}, s);
+}
+
+void add_forward(float* y, const float* a, const float* b, size_t n, bool relu, cudaStream_t s) {
+  launch(n, AddForward{y, a, b, relu}, s);
+}
+
+void channel_moments(double* s, const float* u, const float* v, const BnShape& sh, cudaStream_t st) {
+  if (sh.channels == 0) return;
+  const unsigned blocks = static_cast<unsigned>(sh.channels < 65535 ? sh.channels : 65535);
+  moments_blocks<<<blocks, kThreads, 0, st>>>(s, u, v, sh);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+void bn_forward_coeffs(const BnForwardCoeffs& f, cudaStream_t s) { launch(f.channels, f, s); }
+
+void bn_backward_coeffs(const BnBackwardCoeffs& f, cudaStream_t s) { launch(f.channels, f, s); }
+
+void bn_apply(float* y, const float* x, const float* a, const float* b, const BnShape& sh, bool relu,
+              cudaStream_t s) {
+  launch(sh.size(), BnApply{y, x, a, b, sh, relu}, s);
+}
+
+void bn_backward(float* dx, const float* dy, const float* x, const float* pqr, const BnShape& sh,
+                 cudaStream_t s) {
+  launch(sh.size(), BnBackward{dx, dy, x, pqr, pqr + sh.channels, pqr + 2 * sh.channels, sh}, s);
 }
 
 void bias_add(float* y, const float* bias, size_t outer, size_t channels, size_t inner,

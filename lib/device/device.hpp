@@ -163,6 +163,27 @@ class Device {
   virtual void relu_forward(float* y, const float* x, size_t n) = 0;
   /// dx = dy where y > 0 else 0 (y the forward output); dx may be dy.
   virtual void relu_backward(float* dx, const float* dy, const float* y, size_t n) = 0;
+  /// Average pooling of `planes` planes (kernels/common/nn.hpp AvgPoolForward),
+  /// and its adjoint, which overwrites dx [planes, in_h, in_w].
+  virtual void avgpool_forward(float* y, const float* x, const kernels::Window2d& g, size_t planes,
+                               bool count_pad) = 0;
+  virtual void avgpool_backward(float* dx, const float* dy, const kernels::Window2d& g,
+                                size_t planes, bool count_pad) = 0;
+  /// y = a + b, then max(., 0) when relu (a residual join).
+  virtual void add_forward(float* y, const float* a, const float* b, size_t n, bool relu) = 0;
+  /// Batch normalization over [outer, channels, inner] (kernels/common/nn.hpp
+  /// BnShape): per-channel s[c] = Σu, s[C + c] = Σu·v in double (v may be u);
+  /// the per-channel coefficients from such sums (BnForwardCoeffs,
+  /// BnBackwardCoeffs); and the per-element passes (BnApply, BnBackward).
+  /// Pointers are device memory, the sums included.
+  virtual void channel_moments(double* s, const float* u, const float* v,
+                               const kernels::BnShape& sh) = 0;
+  virtual void bn_forward_coeffs(const kernels::BnForwardCoeffs& f) = 0;
+  virtual void bn_backward_coeffs(const kernels::BnBackwardCoeffs& f) = 0;
+  virtual void bn_apply(float* y, const float* x, const float* a, const float* b,
+                        const kernels::BnShape& sh, bool relu) = 0;
+  virtual void bn_backward(float* dx, const float* dy, const float* x, const float* pqr,
+                           const kernels::BnShape& sh) = 0;
   /// Inverted dropout with drop probability p in [0, 1): the mask is a pure
   /// function of (seed, stream, counter, i), so the same call on dy is backward.
   virtual void dropout(float* out, const float* in, size_t n, float p, uint64_t seed,

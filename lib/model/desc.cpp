@@ -16,7 +16,8 @@ namespace lpsgd::model {
 namespace {
 
 constexpr const char* kForms =
-    "use mlp:IN-H1-...-OUT (e.g. mlp:784-512-256-10), cnn:lenet, cnn:alexnet, "
+    "use mlp:IN-H1-...-OUT (e.g. mlp:784-512-256-10), cnn:lenet, cnn:alexnet, cnn:resnet20 "
+    "(or resnet32, 44, 56, 110: 6n+2 layers), cnn:resnet18, cnn:resnet34, "
     "layers:... (as `lpsgd ckpt info` shows it) or a FILE.onnx";
 
 LayerDesc conv(int64_t out, int k, int stride, int pad) {
@@ -44,6 +45,11 @@ LayerDesc pool(int k) {
 LayerDesc simple(LayerKind k) {
   LayerDesc l;
   l.kind = k;
+  return l;
+}
+LayerDesc conv_nobias(int64_t out, int k, int stride, int pad) {
+  LayerDesc l = conv(out, k, stride, pad);
+  l.bias = false;
   return l;
 }
 
@@ -98,12 +104,12 @@ void needs_image(const std::string& spec, const std::vector<int64_t>& in) {
 
 // conv5x5-32 (pad 2), ReLU, maxpool 2, conv5x5-64 (pad 2), ReLU, maxpool 2,
 // flatten, fc-512, ReLU, fc-10.
-void lenet(ModelDesc& m, const std::string& spec, const std::vector<int64_t>& in) {
+void lenet(ModelDesc& m, const std::string& spec, const std::vector<int64_t>& in, int64_t classes) {
   needs_image(spec, in);
   auto& L = m.layers;
   L = {conv(32, 5, 1, 2), simple(LayerKind::Relu), pool(2),
        conv(64, 5, 1, 2), simple(LayerKind::Relu), pool(2),
-       simple(LayerKind::Flatten), linear(512), simple(LayerKind::Relu), linear(10)};
+       simple(LayerKind::Flatten), linear(512), simple(LayerKind::Relu), linear(classes)};
 }
 
 // AlexNet's pattern for small images (28x28 and up): five 3x3 convolutions
@@ -113,13 +119,106 @@ void lenet(ModelDesc& m, const std::string& spec, const std::vector<int64_t>& in
 // layers, whose gradients backward produces first: their exchange can run
 // while the convolutions' backward computes (the regime where communication
 // and compute are both large).
-void alexnet(ModelDesc& m, const std::string& spec, const std::vector<int64_t>& in) {
+void alexnet(ModelDesc& m, const std::string& spec, const std::vector<int64_t>& in, int64_t classes) {
   needs_image(spec, in);
   const LayerDesc relu = simple(LayerKind::Relu);
   m.layers = {conv(64, 3, 1, 1),  relu, pool(2), conv(192, 3, 1, 1), relu, pool(2),
               conv(384, 3, 1, 1), relu, conv(256, 3, 1, 1), relu, conv(256, 3, 1, 1), relu,
               pool(2), simple(LayerKind::Flatten), linear(4096), relu, linear(4096), relu,
-              linear(10)};
+              linear(classes)};
+}
+
+// ---- residual networks ------------------------------------------------------------
+
+// Appends nodes to a graph: each reads the node before it unless told which.
+class Graph {
+ public:
+  explicit Graph(ModelDesc& m) : m_(m) {}
+  /// The index of the node added, reading `from` (default: the last node).
+  int add(LayerDesc l, std::vector<int> from = {}) {
+    const int prev = last();
+    if (!from.empty() && !(from.size() == 1 && from[0] == prev)) l.inputs = std::move(from);
+    m_.layers.push_back(std::move(l));
+    return last();
+  }
+  int last() const { return m_.layers.empty() ? kModelInput : static_cast<int>(m_.layers.size()) - 1; }
+
+  // conv (no bias: the batch norm after it shifts) - batchnorm [- relu].
+  int conv_bn(int from, int64_t out, int k, int stride, bool relu) {
+    add(conv_nobias(out, k, stride, k / 2), {from});
+    add(simple(LayerKind::BatchNorm));
+    if (relu) add(simple(LayerKind::Relu));
+    return last();
+  }
+
+  // He et al.'s basic block: two 3x3 convolutions with batch norm, the first
+  // with `stride`, and the block's input added back before the last ReLU:
+  // as it is, or through a 1x1 convolution with batch norm (a projection)
+  // where the stride or the channels change.
+  int basic_block(int from, int64_t in_channels, int64_t out, int stride) {
+    conv_bn(from, out, 3, stride, true);
+    const int main = conv_bn(last(), out, 3, 1, false);
+    int shortcut = from;
+    if (stride != 1 || in_channels != out) shortcut = conv_bn(from, out, 1, stride, false);
+    add(simple(LayerKind::Add), {main, shortcut});
+    return add(simple(LayerKind::Relu));
+  }
+
+  // Stages of basic blocks (the first block of every stage but the first
+  // halves the plane), then global average pooling and the classifier.
+  void stages(int from, int64_t channels, const std::vector<int64_t>& widths,
+              const std::vector<int>& blocks, int64_t classes) {
+    for (size_t s = 0; s < widths.size(); ++s)
+      for (int b = 0; b < blocks[s]; ++b) {
+        from = basic_block(from, channels, widths[s], s > 0 && b == 0 ? 2 : 1);
+        channels = widths[s];
+      }
+    add(simple(LayerKind::GlobalAvgPool));
+    add(simple(LayerKind::Flatten));
+    add(linear(classes));
+  }
+
+ private:
+  ModelDesc& m_;
+};
+
+// The CIFAR ResNets of He et al. 2016, section 4.2: a 3x3 convolution of 16
+// channels, three stages of n basic blocks at 16, 32 and 64 channels, global
+// average pooling and the classifier (6n + 2 layers with weights). Where a
+// stage halves the plane the shortcut is a 1x1 projection (the paper's
+// option B). ResNet-20: n = 3, 0.27 M parameters.
+void resnet_cifar(ModelDesc& m, const std::string& spec, const std::vector<int64_t>& in,
+                  int depth, int64_t classes) {
+  needs_image(spec, in);
+  if (depth < 8 || (depth - 2) % 6 != 0)
+    LPSGD_USAGE_ERROR("bad model spec '" << spec << "': a CIFAR ResNet has 6n+2 layers (20, 32, 44, "
+                                         << "56, 110); " << kForms);
+  const int n = (depth - 2) / 6;
+  Graph g(m);
+  const int stem = g.conv_bn(kModelInput, 16, 3, 1, true);
+  g.stages(stem, 16, {16, 32, 64}, {n, n, n}, classes);
+}
+
+// The ImageNet ResNets of basic blocks (18: two blocks per stage, 34: 3, 4,
+// 6, 3) at 64, 128, 256 and 512 channels. Inputs of up to 64 pixels get a 3x3
+// stride-1 stem of 64 channels and no max pool (the usual form for 28-32
+// pixel images); larger ones ImageNet's 7x7 stride-2 stem and 3x3 stride-2
+// max pool. ResNet-18 on 32x32: 11.2 M parameters.
+void resnet_imagenet(ModelDesc& m, const std::string& spec, const std::vector<int64_t>& in,
+                     const std::vector<int>& blocks, int64_t classes) {
+  needs_image(spec, in);
+  Graph g(m);
+  int stem;
+  if (in[1] <= 64 && in[2] <= 64) {
+    stem = g.conv_bn(kModelInput, 64, 3, 1, true);
+  } else {
+    g.conv_bn(kModelInput, 64, 7, 2, true);
+    LayerDesc mp = pool(3);
+    mp.stride_h = mp.stride_w = 2;
+    mp.pad_h = mp.pad_w = 1;
+    stem = g.add(mp);
+  }
+  g.stages(stem, 64, {64, 128, 256, 512}, blocks, classes);
 }
 
 // ---- the layers: form -------------------------------------------------------------
@@ -146,8 +245,11 @@ class TokenParser {
     LPSGD_USAGE_ERROR("bad model spec '" << spec_ << "': " << what << " in '" << t_
                                          << "' (layers: conv(OUT,KHxKW,sSHxSW,pPHxPW[,nobias]), "
                                          << "linear(OUT[,nobias]), maxpool(KHxKW,sSHxSW,pPHxPW), "
-                                         << "relu, flatten, dropout(P), then softmax or logsoftmax "
-                                         << "last)");
+                                         << "avgpool(KHxKW,sSHxSW,pPHxPW[,nopadcount]), gavgpool, "
+                                         << "batchnorm[(EPS,MOMENTUM)], add, relu, flatten, "
+                                         << "dropout(P), each optionally @I or @I+J to read nodes I "
+                                         << "(and J) or the input (in) rather than the node before, "
+                                         << "then softmax or logsoftmax last)");
   }
   // The comma-separated arguments inside NAME(...), or none.
   std::vector<std::string> args(const std::string& name) const {
@@ -191,6 +293,15 @@ class TokenParser {
     if (s.empty() || *end != '\0' || !(v >= 0 && v < 1)) fail("dropout needs P in [0, 1), got '" + s + "'");
     return static_cast<float>(v);
   }
+  // A float in (lo, hi], written without an exponent (see float_text).
+  float in_range(const std::string& s, double lo, double hi, const char* what) const {
+    char* end = nullptr;
+    const double v = std::strtod(s.c_str(), &end);
+    if (s.empty() || *end != '\0' || !(v > lo && v <= hi))
+      fail(std::string(what) + " must be in (" + float_text(static_cast<float>(lo)) + ", " +
+           float_text(static_cast<float>(hi)) + "], got '" + s + "'");
+    return static_cast<float>(v);
+  }
   const std::string& token() const { return t_; }
 
  private:
@@ -201,6 +312,22 @@ class TokenParser {
 void window(const TokenParser& p, const std::vector<std::string>& a, size_t first, LayerDesc& l) {
   if (a.size() > first) p.pair_of(a[first], 's', 1, l.stride_h, l.stride_w);
   if (a.size() > first + 1) p.pair_of(a[first + 1], 'p', 0, l.pad_h, l.pad_w);
+}
+
+// "I" or "I+J" after a node's '@': node indices before `node`, or "in".
+std::vector<int> input_list(const TokenParser& p, const std::string& s, size_t node) {
+  std::vector<int> out;
+  size_t i = 0;
+  while (true) {
+    const size_t j = std::min(s.find('+', i), s.size());
+    const std::string item = s.substr(i, j - i);
+    if (item == "in") out.push_back(kModelInput);
+    else if (node == 0) p.fail("the first node can only read the input (@in)");
+    else out.push_back(static_cast<int>(p.number(item, 0, static_cast<int64_t>(node) - 1)));
+    if (j == s.size()) break;
+    i = j + 1;
+  }
+  return out;
 }
 
 void layers(ModelDesc& m, const std::string& spec) {
@@ -218,11 +345,13 @@ void layers(ModelDesc& m, const std::string& spec) {
   tokens.push_back(cur);
   for (size_t i = 0; i < tokens.size(); ++i) {
     const TokenParser p(spec, tokens[i]);
-    const std::string& t = tokens[i];
+    const size_t at = tokens[i].find('@');
+    const std::string t = tokens[i].substr(0, at);
     const std::string name = t.substr(0, t.find('('));
     LayerDesc l;
+    if (at != std::string::npos) l.inputs = input_list(p, tokens[i].substr(at + 1), m.layers.size());
     if (name == "softmax" || name == "logsoftmax") {
-      if (t != name || i + 1 != tokens.size()) p.fail(name + " only as the last item");
+      if (t != name || i + 1 != tokens.size() || !l.inputs.empty()) p.fail(name + " only as the last item");
       m.output = name == "softmax" ? Output::Softmax : Output::LogSoftmax;
       break;
     } else if (name == "conv") {
@@ -258,6 +387,30 @@ void layers(ModelDesc& m, const std::string& spec) {
       if (a.size() != 1) p.fail("dropout needs P");
       l.kind = LayerKind::Dropout;
       l.p = p.probability(a[0]);
+    } else if (name == "avgpool") {
+      auto a = p.args("avgpool");
+      l.kind = LayerKind::AvgPool;
+      if (!a.empty() && a.back() == "nopadcount") {
+        l.count_pad = false;
+        a.pop_back();
+      }
+      if (a.empty() || a.size() > 3) p.fail("avgpool needs KHxKW");
+      p.pair_of(a[0], 0, 1, l.kernel_h, l.kernel_w);
+      l.stride_h = l.kernel_h;
+      l.stride_w = l.kernel_w;
+      window(p, a, 1, l);
+    } else if (name == "batchnorm") {
+      const auto a = p.args("batchnorm");
+      l.kind = LayerKind::BatchNorm;
+      if (a.size() != 0 && a.size() != 2) p.fail("batchnorm takes EPS and MOMENTUM, or nothing");
+      if (a.size() == 2) {
+        l.eps = p.in_range(a[0], 0, 1, "EPS");
+        l.momentum = p.in_range(a[1], 0, 1, "MOMENTUM");
+      }
+    } else if (t == "add") {
+      l.kind = LayerKind::Add;
+    } else if (t == "gavgpool") {
+      l.kind = LayerKind::GlobalAvgPool;
     } else if (t == "relu") {
       l.kind = LayerKind::Relu;
     } else if (t == "flatten") {
@@ -281,9 +434,27 @@ const char* kind_name(LayerKind k) {
     case LayerKind::Relu: return "relu";
     case LayerKind::Flatten: return "flatten";
     case LayerKind::Dropout: return "dropout";
+    case LayerKind::BatchNorm: return "batchnorm";
+    case LayerKind::Add: return "add";
+    case LayerKind::AvgPool: return "avgpool";
+    case LayerKind::GlobalAvgPool: return "gavgpool";
   }
   return "?";
 }
+
+std::vector<int> ModelDesc::inputs_of(size_t i) const {
+  if (!layers.at(i).inputs.empty()) return layers[i].inputs;
+  return {static_cast<int>(i) - 1};  // node 0: -1, the model input
+}
+
+bool ModelDesc::sequential() const {
+  for (size_t i = 0; i < layers.size(); ++i)
+    if (inputs_of(i) != std::vector<int>{static_cast<int>(i) - 1}) return false;
+  return true;
+}
+
+const char* param_name(size_t k) { return k == 0 ? "weight" : "bias"; }
+const char* state_name(size_t k) { return k == 0 ? "running_mean" : "running_var"; }
 
 std::string ModelDesc::canonical() const {
   std::string s = "layers:";
@@ -307,8 +478,22 @@ std::string ModelDesc::canonical() const {
       case LayerKind::Dropout:
         s += "(" + float_text(l.p) + ")";
         break;
+      case LayerKind::AvgPool:
+        s += "(" + pair(l.kernel_h, l.kernel_w) + ",s" + pair(l.stride_h, l.stride_w) + ",p" +
+             pair(l.pad_h, l.pad_w) + (l.count_pad ? ")" : ",nopadcount)");
+        break;
+      case LayerKind::BatchNorm:
+        if (l.eps != LayerDesc{}.eps || l.momentum != LayerDesc{}.momentum)
+          s += "(" + float_text(l.eps) + "," + float_text(l.momentum) + ")";
+        break;
       default:
         break;
+    }
+    const std::vector<int> ins = inputs_of(i);
+    if (ins != std::vector<int>{static_cast<int>(i) - 1}) {
+      s += '@';
+      for (size_t k = 0; k < ins.size(); ++k)
+        s += (k ? "+" : "") + (ins[k] == kModelInput ? std::string("in") : std::to_string(ins[k]));
     }
   }
   if (output == Output::Softmax) s += "-softmax";
@@ -319,23 +504,32 @@ std::string ModelDesc::canonical() const {
 bool ModelDesc::has_params() const {
   bool any = false;
   for (const LayerDesc& l : layers) {
-    if (l.kind != LayerKind::Conv && l.kind != LayerKind::Linear) continue;
+    if (l.kind != LayerKind::Conv && l.kind != LayerKind::Linear && l.kind != LayerKind::BatchNorm) continue;
     if (l.params.empty()) return false;
     any = true;
   }
   return any;
 }
 
-ModelDesc from_spec(const std::string& spec, const std::vector<int64_t>& input_shape) {
+ModelDesc from_spec(const std::string& spec, const std::vector<int64_t>& input_shape,
+                    int64_t classes) {
   ModelDesc m;
   m.spec = spec;
   m.input_shape = input_shape;
+  if (classes < 1) LPSGD_USAGE_ERROR("model '" << spec << "' needs at least one class, got " << classes);
   if (spec.rfind("mlp:", 0) == 0) {
     mlp(m, spec, input_shape);
   } else if (spec == "cnn:lenet") {
-    lenet(m, spec, input_shape);
+    lenet(m, spec, input_shape, classes);
   } else if (spec == "cnn:alexnet") {
-    alexnet(m, spec, input_shape);
+    alexnet(m, spec, input_shape, classes);
+  } else if (spec == "cnn:resnet18") {
+    resnet_imagenet(m, spec, input_shape, {2, 2, 2, 2}, classes);
+  } else if (spec == "cnn:resnet34") {
+    resnet_imagenet(m, spec, input_shape, {3, 4, 6, 3}, classes);
+  } else if (spec.rfind("cnn:resnet", 0) == 0 && spec.size() > 10 && spec.size() <= 13 &&
+             spec.find_first_not_of("0123456789", 10) == std::string::npos) {
+    resnet_cifar(m, spec, input_shape, std::stoi(spec.substr(10)), classes);
   } else if (spec.rfind("layers:", 0) == 0) {
     layers(m, spec);
   } else {
@@ -343,17 +537,15 @@ ModelDesc from_spec(const std::string& spec, const std::vector<int64_t>& input_s
   }
   // Checked now, so a spec that does not fit the data is one line before anything runs.
   if (spec.rfind("layers:", 0) == 0) m.input_shape = model_input_shape(m, input_shape);
-  if (!m.input_shape.empty()) {
-    std::vector<int64_t> shape = m.input_shape;
-    for (const LayerDesc& l : m.layers) shape = output_shape(l, shape);
-  }
+  if (!m.input_shape.empty()) node_shapes(m, m.input_shape);
   return m;
 }
 
 std::vector<int64_t> model_input_shape(const ModelDesc& desc, const std::vector<int64_t>& sample) {
   for (const LayerDesc& l : desc.layers) {
     if (l.kind == LayerKind::Linear) return {numel(sample)};
-    if (l.kind == LayerKind::Conv || l.kind == LayerKind::MaxPool || l.kind == LayerKind::Flatten)
+    if (l.kind == LayerKind::Conv || l.kind == LayerKind::MaxPool || l.kind == LayerKind::Flatten ||
+        l.kind == LayerKind::AvgPool || l.kind == LayerKind::GlobalAvgPool)
       break;
   }
   return sample;
@@ -374,7 +566,16 @@ std::vector<int64_t> output_shape(const LayerDesc& l, const std::vector<int64_t>
   switch (l.kind) {
     case LayerKind::Relu:
     case LayerKind::Dropout:
+    case LayerKind::Add:
       return in;
+    case LayerKind::BatchNorm:
+      if (in.size() != 1 && in.size() != 3)
+        LPSGD_USAGE_ERROR(who << " needs a per-sample input [C, H, W] or [D], got " << shape_str(in));
+      return in;
+    case LayerKind::GlobalAvgPool:
+      if (in.size() != 3)
+        LPSGD_USAGE_ERROR(who << " needs a per-sample input [C, H, W], got " << shape_str(in));
+      return {in[0], 1, 1};
     case LayerKind::Flatten:
       return {numel(in)};
     case LayerKind::Linear:
@@ -383,14 +584,15 @@ std::vector<int64_t> output_shape(const LayerDesc& l, const std::vector<int64_t>
                               << "; put a Flatten in front of it");
       return {l.out};
     case LayerKind::Conv:
-    case LayerKind::MaxPool: {
+    case LayerKind::MaxPool:
+    case LayerKind::AvgPool: {
       if (in.size() != 3)
         LPSGD_USAGE_ERROR(who << " needs a per-sample input [C, H, W], got " << shape_str(in));
       if (l.kernel_h < 1 || l.kernel_w < 1 || l.stride_h < 1 || l.stride_w < 1 || l.pad_h < 0 ||
           l.pad_w < 0)
         LPSGD_USAGE_ERROR(who << ": kernel and stride must be >= 1 and padding >= 0");
-      if (l.kind == LayerKind::MaxPool && (2 * l.pad_h > l.kernel_h || 2 * l.pad_w > l.kernel_w))
-        LPSGD_USAGE_ERROR(who << ": max-pool padding must be at most half the window, got pads "
+      if (l.kind != LayerKind::Conv && (2 * l.pad_h > l.kernel_h || 2 * l.pad_w > l.kernel_w))
+        LPSGD_USAGE_ERROR(who << ": pooling padding must be at most half the window, got pads "
                               << l.pad_h << "x" << l.pad_w << " for a " << l.kernel_h << "x"
                               << l.kernel_w << " window");
       const int64_t oh = (in[1] + 2 * l.pad_h - l.kernel_h) / l.stride_h + 1;
@@ -405,8 +607,52 @@ std::vector<int64_t> output_shape(const LayerDesc& l, const std::vector<int64_t>
   return in;
 }
 
+std::vector<std::vector<int64_t>> node_shapes(const ModelDesc& d, const std::vector<int64_t>& in) {
+  std::vector<std::vector<int64_t>> shapes;
+  std::vector<bool> read(d.layers.size(), false);
+  for (size_t i = 0; i < d.layers.size(); ++i) {
+    const LayerDesc& l = d.layers[i];
+    const std::string who = l.origin.empty() ? "node " + std::to_string(i) + " (" + kind_name(l.kind) + ")" : l.origin;
+    const std::vector<int> ins = d.inputs_of(i);
+    const size_t arity = l.kind == LayerKind::Add ? 2 : 1;
+    if (ins.size() != arity)
+      LPSGD_USAGE_ERROR(who << " reads " << ins.size() << " inputs; " << kind_name(l.kind) << " takes "
+                            << arity);
+    for (int j : ins) {
+      if (j != kModelInput && (j < 0 || static_cast<size_t>(j) >= i))
+        LPSGD_USAGE_ERROR(who << " reads node " << j << ", which does not come before it");
+      if (j != kModelInput) read[static_cast<size_t>(j)] = true;
+    }
+    const auto shape_of = [&](int j) -> const std::vector<int64_t>& {
+      return j == kModelInput ? in : shapes[static_cast<size_t>(j)];
+    };
+    if (arity == 2 && shape_of(ins[0]) != shape_of(ins[1]))
+      LPSGD_USAGE_ERROR(who << " adds per-sample shapes " << shape_str(shape_of(ins[0])) << " and "
+                            << shape_str(shape_of(ins[1])) << "; they must be the same");
+    shapes.push_back(output_shape(l, shape_of(ins[0])));
+  }
+  for (size_t i = 0; i + 1 < d.layers.size(); ++i)
+    if (!read[i]) {
+      const LayerDesc& l = d.layers[i];
+      LPSGD_USAGE_ERROR((l.origin.empty() ? "node " + std::to_string(i) + " (" + kind_name(l.kind) + ")" : l.origin)
+                        << ": no node reads its output, and only the last node's is the model's");
+    }
+  return shapes;
+}
+
+std::vector<int64_t> output_shape(const ModelDesc& d, const std::vector<int64_t>& in) {
+  if (d.layers.empty()) return in;
+  return node_shapes(d, in).back();
+}
+
+std::vector<std::vector<int64_t>> state_shapes(const LayerDesc& l, const std::vector<int64_t>& in) {
+  if (l.kind != LayerKind::BatchNorm) return {};
+  return {{in.at(0)}, {in.at(0)}};
+}
+
 std::vector<std::vector<int64_t>> param_shapes(const LayerDesc& l, const std::vector<int64_t>& in) {
   std::vector<std::vector<int64_t>> out;
+  if (l.kind == LayerKind::BatchNorm) return {{in.at(0)}, {in.at(0)}};
   if (l.kind == LayerKind::Conv) out.push_back({l.out, in.at(0), l.kernel_h, l.kernel_w});
   else if (l.kind == LayerKind::Linear) out.push_back({l.out, in.at(0)});
   else return out;

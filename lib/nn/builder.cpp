@@ -28,8 +28,7 @@ std::unique_ptr<Model> build_model(Device& dev, const model::ModelDesc& desc,
                                    const Shape& input_shape, uint64_t seed, bool given_params) {
   using model::LayerKind;
   // The shapes first, with the description's own messages (naming an ONNX node).
-  std::vector<int64_t> shape = dims_of(input_shape);
-  for (const model::LayerDesc& l : desc.layers) shape = model::output_shape(l, shape);
+  model::node_shapes(desc, dims_of(input_shape));
   size_t last_affine = desc.layers.size();
   for (size_t i = 0; i < desc.layers.size(); ++i)
     if (desc.layers[i].kind == LayerKind::Conv || desc.layers[i].kind == LayerKind::Linear)
@@ -40,18 +39,44 @@ std::unique_ptr<Model> build_model(Device& dev, const model::ModelDesc& desc,
     const model::LayerDesc& l = desc.layers[i];
     const Init init = i == last_affine ? Init::XavierUniform : Init::HeNormal;
     const Window w{l.kernel_h, l.kernel_w, l.stride_h, l.stride_w, l.pad_h, l.pad_w};
+    std::unique_ptr<Layer> layer;
     switch (l.kind) {
-      case LayerKind::Conv: m->emplace<Conv2d>(l.out, w, init, l.bias); break;
-      case LayerKind::Linear: m->emplace<Linear>(l.out, init, l.bias); break;
-      case LayerKind::MaxPool: m->emplace<MaxPool2d>(w); break;
-      case LayerKind::Relu: m->emplace<ReLU>(); break;
-      case LayerKind::Flatten: m->emplace<Flatten>(); break;
-      case LayerKind::Dropout: m->emplace<Dropout>(l.p); break;
+      case LayerKind::Conv: layer = std::make_unique<Conv2d>(dev, l.out, w, init, l.bias); break;
+      case LayerKind::Linear: layer = std::make_unique<Linear>(dev, l.out, init, l.bias); break;
+      case LayerKind::MaxPool: layer = std::make_unique<MaxPool2d>(dev, w); break;
+      case LayerKind::AvgPool: layer = std::make_unique<AvgPool2d>(dev, w, l.count_pad); break;
+      case LayerKind::GlobalAvgPool: layer = AvgPool2d::global(dev); break;
+      case LayerKind::BatchNorm: layer = std::make_unique<BatchNorm>(dev, l.eps, l.momentum); break;
+      case LayerKind::Add: layer = std::make_unique<Add>(dev); break;
+      case LayerKind::Relu: layer = std::make_unique<ReLU>(dev); break;
+      case LayerKind::Flatten: layer = std::make_unique<Flatten>(dev); break;
+      case LayerKind::Dropout: layer = std::make_unique<Dropout>(dev, l.p); break;
     }
+    static_assert(model::kModelInput == Model::kInput);
+    m->add(std::move(layer), desc.inputs_of(i));
   }
   if (desc.layers.empty()) LPSGD_USAGE_ERROR("model '" << desc.spec << "' has no layers");
   m->finalize(seed);
-  if (!given_params) return m;
+  // State (running statistics) a description carries is taken as it is.
+  for (size_t i = 0; i < desc.layers.size(); ++i) {
+    const model::LayerDesc& l = desc.layers[i];
+    std::vector<Param>& st = m->layer(i).state();
+    if (l.state.empty() || st.empty()) continue;
+    const std::string who = l.origin.empty() ? "layer " + std::to_string(i) : l.origin;
+    if (l.state.size() != st.size())
+      LPSGD_USAGE_ERROR(who << " carries " << l.state.size() << " state tensors, the layer has " << st.size());
+    for (size_t k = 0; k < st.size(); ++k) {
+      const model::Tensor& t = l.state[k];
+      if (t.shape != dims_of(st[k].shape) || t.data.size() != static_cast<size_t>(st[k].shape.numel()))
+        LPSGD_USAGE_ERROR(who << ": " << st[k].name << " '" << t.name << "' is " << model::shape_str(t.shape)
+                              << ", the layer's is " << st[k].shape.str());
+      dev.copy_from_host(st[k].value.data(), t.data.data(), t.data.size() * sizeof(float));
+    }
+  }
+  if (!given_params) {
+    dev.synchronize();
+    return m;
+  }
 
   for (size_t i = 0; i < desc.layers.size(); ++i) {
     const model::LayerDesc& l = desc.layers[i];

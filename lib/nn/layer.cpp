@@ -2,6 +2,7 @@
 // initialisation (see layer.hpp).
 #include "nn/layer.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.hpp"
@@ -12,6 +13,9 @@ void init_param(const Param& p, Rng& rng) {
   std::vector<float> host(static_cast<size_t>(p.shape.numel()), 0.0f);
   switch (p.init) {
     case Init::Zero: break;
+    case Init::One:
+      std::fill(host.begin(), host.end(), 1.0f);
+      break;
     case Init::HeNormal: {
       const float std = std::sqrt(2.0f / static_cast<float>(p.fan_in));
       for (float& v : host) v = std * rng.normal();
@@ -40,14 +44,18 @@ void Layer::prepare(int64_t batch) {
   do_prepare(batch);
 }
 
-const Tensor& Layer::forward(const Tensor& x, Mode mode) {
+const Tensor& Layer::forward(const Tensor* const* xs, size_t n, Mode mode) {
   LPSGD_CHECK(configured_, describe() << ": forward() before setup()");
-  LPSGD_CHECK(x.shape().rank() >= 1 && x.shape()[0] >= 1 && x.shape().drop_batch() == in_,
-              describe() << ": input of shape " << x.shape().str() << ", expected [N >= 1] + "
-                         << in_.str());
+  LPSGD_CHECK(n == arity(), describe() << ": forward() with " << n << " inputs, it takes " << arity());
+  const Tensor& x = *xs[0];
+  for (size_t k = 0; k < n; ++k)
+    LPSGD_CHECK(xs[k]->shape().rank() >= 1 && xs[k]->shape()[0] >= 1 &&
+                    xs[k]->shape().drop_batch() == in_ && xs[k]->shape()[0] == x.shape()[0],
+                describe() << ": input of shape " << xs[k]->shape().str() << ", expected [N >= 1] + "
+                           << in_.str());
   batch_ = x.shape()[0];
   can_backward_ = false;
-  const Tensor& y = do_forward(x, mode);
+  const Tensor& y = n == 1 ? do_forward(x, mode) : do_forward_n(xs, n, mode);
   can_backward_ = mode == Mode::Train;
   return y;
 }

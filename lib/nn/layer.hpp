@@ -1,4 +1,5 @@
-// Layer: the unit a sequential Model is made of, and Param, a learnable tensor.
+// Layer: the unit a Model's graph is made of (one node each), and Param, a
+// learnable tensor (or, as a layer's state, one that is not learned).
 //
 // A layer is configured once with its per-sample input shape (which fixes its
 // parameter shapes), then the Model binds each Param to views into its flat
@@ -25,6 +26,7 @@ namespace lpsgd::nn {
 /// How a parameter is initialised by Model::finalize().
 enum class Init {
   Zero,
+  One,            ///< batch norm's scale and running variance
   HeNormal,       ///< N(0, 2 / fan_in): layers followed by ReLU
   XavierUniform,  ///< U(-a, a), a = sqrt(6 / (fan_in + fan_out)): the classifier
 };
@@ -74,10 +76,23 @@ class Layer {
   virtual std::string impl(int64_t /*batch*/) { return "device kernels"; }
 
   /// x: [N, input...] with N >= 1. Returns y: [N, output...].
-  const Tensor& forward(const Tensor& x, Mode mode);
+  const Tensor& forward(const Tensor& x, Mode mode) {
+    const Tensor* xs = &x;
+    return forward(&xs, 1, mode);
+  }
+  /// The same for a layer of several inputs (arity() of them, one shape).
+  const Tensor& forward(const Tensor* const* xs, size_t n, Mode mode);
+  /// How many inputs forward() takes (a residual Add: 2).
+  virtual size_t arity() const { return 1; }
+  /// Takes over a ReLU that reads this layer's output and nothing else does:
+  /// forward then ends with max(., 0) in the same pass, and the ReLU layer
+  /// only masks the gradient. Returns whether this layer can (Linear,
+  /// Conv2d, BatchNorm, Add); the Model asks before any forward.
+  virtual bool fuse_relu() { return false; }
   /// dy: [N, output...] for the last forward, which must have been Mode::Train.
-  /// Writes the parameter gradients; returns dx, or an undefined tensor when
-  /// input gradients are off. params_ready, when given, is called exactly
+  /// Writes the parameter gradients; returns dx (for every input: a layer of
+  /// several inputs passes each the same gradient), or an undefined tensor
+  /// when input gradients are off. params_ready, when given, is called exactly
   /// once, as soon as the parameter gradients are written (on a GPU: queued):
   /// before dx is computed where the layer can (Linear and Conv2d compute
   /// their weight gradients first), else when backward ends.
@@ -85,6 +100,11 @@ class Layer {
 
   std::vector<Param>& params() { return params_; }
   const std::vector<Param>& params() const { return params_; }
+  /// State that is not learned and never travels with the gradients (batch
+  /// norm's running statistics): Params whose grad stays undefined, bound by
+  /// the Model to its state arena.
+  std::vector<Param>& state() { return state_; }
+  const std::vector<Param>& state() const { return state_; }
   int64_t param_count() const;
   const Shape& input_shape() const { return in_; }
   const Shape& output_shape() const { return out_; }
@@ -98,6 +118,11 @@ class Layer {
   virtual Shape do_setup(const Shape& input) = 0;
   virtual void do_prepare(int64_t /*batch*/) {}
   virtual const Tensor& do_forward(const Tensor& x, Mode mode) = 0;
+  /// A layer of several inputs overrides this (the others get x = xs[0]).
+  virtual const Tensor& do_forward_n(const Tensor* const* xs, size_t n, Mode mode) {
+    (void)n;
+    return do_forward(*xs[0], mode);
+  }
   /// Only called after a Mode::Train forward with dy of the right shape.
   virtual const Tensor& do_backward(const Tensor& dy) = 0;
   /// Batch size of the last forward.
@@ -108,6 +133,7 @@ class Layer {
 
   Device& dev_;
   std::vector<Param> params_;
+  std::vector<Param> state_;
   bool input_grad_ = true;
   Tensor none_;  // what backward returns without input gradients
 

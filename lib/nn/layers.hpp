@@ -4,11 +4,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "device/device.hpp"
 #include "nn/layer.hpp"
 
 namespace lpsgd::nn {
@@ -23,8 +25,12 @@ namespace lpsgd::nn {
 class AffineLayer : public Layer {
  public:
   /// Ends forward with max(., 0); the ReLU layer behind then only masks the
-  /// gradient. Set by Model::finalize.
+  /// gradient. Set by Model::finalize (fuse_relu).
   void set_relu(bool on) { relu_ = on; }
+  bool fuse_relu() override {
+    relu_ = true;
+    return true;
+  }
   bool relu() const { return relu_; }
   /// What the plans multiply in (device/plans.hpp); the parameters, their
   /// gradients and the layer's input and output stay fp32 either way. Set by
@@ -131,6 +137,109 @@ class MaxPool2d final : public Layer {
   std::vector<std::pair<int64_t, std::unique_ptr<MaxPool2dPlan>>> plans_;
   Tensor y_, dx_;
   Scratch y_mem_, dx_mem_;
+};
+
+/// Average pooling. Input [C, H, W], output [C, OH, OW] as MaxPool2d; each
+/// output the mean of its window, the zero padding counted in the divisor
+/// (count_pad: PyTorch's count_include_pad, its default) or not (ONNX's
+/// default). Global: the window is the whole plane, output [C, 1, 1].
+class AvgPool2d final : public Layer {
+ public:
+  AvgPool2d(Device& dev, const Window& w, bool count_pad);
+  /// Global average pooling (the window set from the input).
+  static std::unique_ptr<AvgPool2d> global(Device& dev);
+  std::string describe() const override;
+  std::string impl(int64_t) override { return "device kernels"; }
+
+ private:
+  AvgPool2d(Device& dev, bool global);
+  Shape do_setup(const Shape& input) override;
+  void do_prepare(int64_t batch) override;
+  const Tensor& do_forward(const Tensor& x, Mode mode) override;
+  const Tensor& do_backward(const Tensor& dy) override;
+
+  Window w_{};
+  bool count_pad_ = true, global_ = false;
+  kernels::Window2d g_{};
+  Tensor y_, dx_;
+  Scratch y_mem_, dx_mem_;
+};
+
+/// Sums a batch's per-channel statistics over the ranks (--sync-bn): called
+/// with `n` doubles of device memory, it replaces them by their sum over the
+/// ranks and returns how many ranks' batches (all of one size) that covers.
+/// The trainer provides it; nn itself never talks to other ranks.
+using BatchStatsSync = std::function<int(double* sums, size_t n)>;
+
+/// Batch normalization (Ioffe and Szegedy 2015) per channel of [C, H, W]
+/// (over N, H and W) or per feature of [D] (over N), as PyTorch's
+/// BatchNorm2d / BatchNorm1d: y = (x - mean) / sqrt(var + eps) * weight +
+/// bias, weight (1) and bias (0) learned. Mode::Train normalizes with the
+/// batch's mean and biased variance and updates the running statistics
+/// (state: running_mean 0, running_var 1) with momentum and the unbiased
+/// variance; Mode::Eval normalizes with the running statistics. With a
+/// BatchStatsSync the batch is every rank's (one small sum over the ranks in
+/// forward and one in backward), else this rank's alone.
+///
+/// Every pass is the Device's (channel_moments, then the per-channel
+/// coefficients, then one element-wise pass), so statistics can be summed
+/// over ranks between the two: a library primitive (oneDNN, cuDNN) computes
+/// its statistics inside one call, where a global batch cannot reach them.
+class BatchNorm final : public Layer {
+ public:
+  BatchNorm(Device& dev, float eps = 1e-5f, float momentum = 0.1f);
+  std::string describe() const override;
+  std::string impl(int64_t) override { return "device kernels (moments, then one pass)"; }
+  bool fuse_relu() override {
+    relu_ = true;
+    return true;
+  }
+  /// Statistics over every rank's batch (nullptr: this rank's alone).
+  void set_sync(const BatchStatsSync* sync) { sync_ = sync; }
+
+ private:
+  Shape do_setup(const Shape& input) override;
+  void do_prepare(int64_t batch) override;
+  const Tensor& do_forward(const Tensor& x, Mode mode) override;
+  const Tensor& do_backward(const Tensor& dy) override;
+  kernels::BnShape shape_of_batch() const;
+  /// Sums stats [2C] over the ranks when synchronized; the values per channel behind them.
+  double sync_and_count(double* stats);
+
+  float eps_, momentum_;
+  bool relu_ = false;
+  const BatchStatsSync* sync_ = nullptr;
+  size_t channels_ = 0, inner_ = 1;
+  DeviceBuffer stats_;  // doubles: forward [2C], backward local [2C], backward global [2C]
+  DeviceBuffer coef_;   // floats: a, b, mean, invstd [4C], then p, q, r [3C]
+  double count_ = 0;    // values per channel of the last training forward's statistics
+  Tensor x_, y_, dx_;
+  Scratch y_mem_, dx_mem_;
+};
+
+/// The sum of two inputs of one shape (a residual join), with a ReLU fused
+/// after it where one follows. Backward passes the output gradient (masked
+/// by that ReLU's layer) to both inputs as it is: no copy.
+class Add final : public Layer {
+ public:
+  explicit Add(Device& dev) : Layer(dev), y_mem_(dev) {}
+  std::string describe() const override { return relu_ ? "Add+ReLU" : "Add"; }
+  size_t arity() const override { return 2; }
+  bool fuse_relu() override {
+    relu_ = true;
+    return true;
+  }
+
+ private:
+  Shape do_setup(const Shape& input) override { return input; }
+  void do_prepare(int64_t batch) override;
+  const Tensor& do_forward(const Tensor& x, Mode mode) override;
+  const Tensor& do_forward_n(const Tensor* const* xs, size_t n, Mode mode) override;
+  const Tensor& do_backward(const Tensor& dy) override;
+
+  bool relu_ = false;
+  Tensor y_, dx_;
+  Scratch y_mem_;
 };
 
 /// y = max(x, 0), any shape.

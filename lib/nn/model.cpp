@@ -1,4 +1,4 @@
-// The sequential Model: arena layout, forward/backward over the layers, buckets.
+// The Model: a graph of layers, its arenas, forward/backward over the graph, buckets.
 #include "nn/model.hpp"
 
 #include <algorithm>
@@ -19,16 +19,44 @@ Model::Model(Device& dev, const Shape& input_shape)
 }
 
 Layer& Model::add(std::unique_ptr<Layer> layer) {
+  return add(std::move(layer), {static_cast<int>(layers_.size()) - 1});
+}
+
+Layer& Model::add(std::unique_ptr<Layer> layer, const std::vector<int>& inputs) {
   LPSGD_CHECK(!finalized_, "Model::add after finalize()");
   LPSGD_CHECK(&layer->device() == &dev_, layer->describe() << " runs on another device");
-  shape_ = layer->setup(shape_);
+  const std::string who = "layer " + std::to_string(layers_.size()) + " (" + layer->describe() + ")";
+  if (inputs.size() != layer->arity())
+    LPSGD_USAGE_ERROR(who << " reads " << inputs.size() << " inputs; it takes " << layer->arity());
+  for (int j : inputs)
+    if (j < kInput || j >= static_cast<int>(layers_.size()))
+      LPSGD_USAGE_ERROR(who << " reads layer " << j << ", which does not come before it");
+  for (int j : inputs)
+    if (shape_of(j) != shape_of(inputs[0]))
+      LPSGD_USAGE_ERROR(who << " reads per-sample shapes " << shape_of(inputs[0]).str() << " and "
+                            << shape_of(j).str() << "; they must be the same");
+  shape_ = layer->setup(shape_of(inputs[0]));
   layers_.push_back(std::move(layer));
+  inputs_.push_back(inputs);
+  readers_.push_back(0);
+  for (int j : inputs)
+    if (j != kInput) ++readers_[static_cast<size_t>(j)];
   return *layers_.back();
+}
+
+bool Model::sequential() const {
+  for (size_t l = 0; l < inputs_.size(); ++l)
+    if (inputs_[l] != std::vector<int>{static_cast<int>(l) - 1}) return false;
+  return true;
 }
 
 void Model::finalize(uint64_t seed) {
   LPSGD_CHECK(!finalized_, "Model::finalize called twice");
   LPSGD_CHECK(!layers_.empty(), "a model needs at least one layer");
+  for (size_t l = 0; l + 1 < layers_.size(); ++l)
+    if (readers_[l] == 0)
+      LPSGD_USAGE_ERROR("layer " << l << " (" << layers_[l]->describe()
+                                 << "): no layer reads its output, and only the last layer's is the model's");
   // Arena order: last layer first, a layer's tensors in its own order.
   for (size_t l = layers_.size(); l-- > 0;) {
     const auto& ps = layers_[l]->params();
@@ -48,16 +76,36 @@ void Model::finalize(uint64_t seed) {
     Rng rng(seed, (static_cast<uint64_t>(s.layer) << 16) + s.param);
     init_param(p, rng);
   }
-  for (size_t l = 0; l < layers_.size(); ++l) layers_[l]->seed(seed, l);
-  // A ReLU right after a convolution or fully connected layer is done by that
-  // layer in the same pass over its output; the ReLU keeps masking gradients.
-  for (size_t l = 0; l + 1 < layers_.size(); ++l) {
-    auto* affine = dynamic_cast<AffineLayer*>(layers_[l].get());
-    auto* relu = dynamic_cast<ReLU*>(layers_[l + 1].get());
-    if (!affine || !relu) continue;
-    affine->set_relu(true);
-    relu->set_fused(true);
+  // The state, first layer first: nothing reads it in buckets.
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const auto& st = layers_[l]->state();
+    for (size_t k = 0; k < st.size(); ++k) {
+      state_slots_.push_back(ParamSlot{l, k, state_total_, static_cast<size_t>(st[k].shape.numel())});
+      state_total_ += state_slots_.back().count;
+    }
   }
+  if (state_total_ > 0) state_arena_ = DeviceBuffer(dev_, state_total_ * sizeof(float));
+  for (const ParamSlot& s : state_slots_) {
+    Param& p = layers_[s.layer]->state()[s.param];
+    p.value = Tensor(dev_, state_arena_.as<float>() + s.offset, p.shape);
+    Rng rng(seed, 0);  // the state's inits (zeros, ones) draw nothing
+    init_param(p, rng);
+  }
+  for (size_t l = 0; l < layers_.size(); ++l) layers_[l]->seed(seed, l);
+  // A ReLU that reads a layer nothing else reads is done by that layer in
+  // the same pass over its output, where the layer can (a convolution, a
+  // fully connected layer, batch norm, a residual Add); the ReLU keeps
+  // masking gradients.
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    auto* relu = dynamic_cast<ReLU*>(layers_[l].get());
+    const int j = inputs_[l][0];
+    if (!relu || j == kInput || readers_[static_cast<size_t>(j)] != 1) continue;
+    if (layers_[static_cast<size_t>(j)]->fuse_relu()) relu->set_fused(true);
+  }
+  outs_.assign(layers_.size(), nullptr);
+  grad_.assign(layers_.size() + 1, nullptr);
+  sum_.resize(layers_.size() + 1);
+  for (size_t l = 0; l <= layers_.size(); ++l) sum_mem_.push_back(std::make_unique<Scratch>(dev_));
   set_input_grad(false);
   finalized_ = true;
 }
@@ -74,16 +122,17 @@ const Tensor& Model::forward(const Tensor& x, Mode mode, const LayerStartFn& bef
               "model input of shape " << x.shape().str() << ", expected [N >= 1] + "
                                       << input_shape_.str());
   input_ = x.reshape(input_shape_.with_batch(x.shape()[0]));
-  const Tensor* h = &input_;
   const bool traced = mode == Mode::Train && trace::enabled();
   for (size_t l = 0; l < layers_.size(); ++l) {
     if (before_layer) before_layer(l);
     const double t0 = traced ? now_s() : 0;
-    h = &layers_[l]->forward(*h, mode);
+    ins_.clear();
+    for (int j : inputs_[l]) ins_.push_back(j == kInput ? &input_ : outs_[static_cast<size_t>(j)]);
+    outs_[l] = &layers_[l]->forward(ins_.data(), ins_.size(), mode);
     if (traced) trace::complete(trace::Lane::Step, "layer", "fwd " + layers_[l]->describe(), t0, now_s());
   }
-  output_ = h;
-  return *h;
+  output_ = outs_.back();
+  return *output_;
 }
 
 const Tensor& Model::logits() const {
@@ -91,25 +140,47 @@ const Tensor& Model::logits() const {
   return *output_;
 }
 
+void Model::add_grad(int j, const Tensor& dx) {
+  const size_t k = j == kInput ? layers_.size() : static_cast<size_t>(j);
+  if (!grad_[k]) {
+    grad_[k] = &dx;  // the first: dx itself (valid until its layer's next backward)
+    return;
+  }
+  Tensor& sum = sum_[k];
+  if (grad_[k] != &sum) {  // the second: into the Model's own memory
+    sum = sum_mem_[k]->tensor(dx.shape());
+    dev_.reduce_add(DType::F32, sum.data(), grad_[k]->data(), dx.data(), static_cast<size_t>(dx.numel()));
+    grad_[k] = &sum;
+  } else {
+    dev_.reduce_add(DType::F32, sum.data(), sum.data(), dx.data(), static_cast<size_t>(dx.numel()));
+  }
+}
+
 const Tensor& Model::backward(const Tensor& dlogits, const LayerDoneFn& on_layer_done) {
   LPSGD_CHECK(finalized_, "Model::backward before finalize()");
-  const Tensor* g = &dlogits;
-  bool flowing = true;  // below a layer that computes no input gradient, nothing is left to do
+  std::fill(grad_.begin(), grad_.end(), nullptr);
+  grad_[layers_.size() - 1] = &dlogits;
   for (size_t l = layers_.size(); l-- > 0;) {
-    if (flowing) {
-      const double t0 = trace::enabled() ? now_s() : 0;
-      // Told (exactly once) as soon as the layer's parameter gradients are
-      // written: its buckets may start while it computes its input gradient.
-      g = &layers_[l]->backward(*g, [&] {
-        if (on_layer_done) on_layer_done(l);
-      });
-      flowing = layers_[l]->input_grad();
-      if (t0 > 0) trace::complete(trace::Lane::Step, "layer", "bwd " + layers_[l]->describe(), t0, now_s());
-    } else if (on_layer_done) {
-      on_layer_done(l);
+    // No gradient reaches a layer when nothing that reads it computes one:
+    // then neither it nor anything it reads has parameters to learn.
+    if (!grad_[l]) {
+      if (on_layer_done) on_layer_done(l);
+      continue;
     }
+    const double t0 = trace::enabled() ? now_s() : 0;
+    // Told (exactly once) as soon as the layer's parameter gradients are
+    // written: its buckets may start while it computes its input gradient.
+    const Tensor& dx = layers_[l]->backward(*grad_[l], [&] {
+      if (on_layer_done) on_layer_done(l);
+    });
+    if (t0 > 0) trace::complete(trace::Lane::Step, "layer", "bwd " + layers_[l]->describe(), t0, now_s());
+    if (!layers_[l]->input_grad()) continue;
+    for (int j : inputs_[l])
+      if (j != kInput || input_grad_on_) add_grad(j, dx);
   }
-  return *g;
+  static const Tensor none;
+  const Tensor* in = grad_[layers_.size()];
+  return in ? *in : none;
 }
 
 LossStats Model::forward_backward(const Tensor& x, const int32_t* labels,
@@ -125,21 +196,39 @@ LossStats Model::evaluate(const Tensor& x, const int32_t* labels) {
   return loss_.forward(forward(x, Mode::Eval), labels, false);
 }
 
-// Off, no layer up to the first one with parameters computes its input's
-// gradient: nothing below it learns. (A Flatten in front of the first Linear
-// used to make that Linear run its backward-data GEMM for nothing: a quarter of
-// the MLP's step.)
 void Model::set_precision(Precision p) {
   for (auto& layer : layers_)
     if (auto* affine = dynamic_cast<AffineLayer*>(layer.get())) affine->set_precision(p);
 }
 
+// A layer computes its input gradient only where something it reads, or
+// something upstream of that, learns (or where the model input's gradient is
+// wanted): off, nothing upstream of the first layer with parameters does. (A
+// Flatten in front of the first Linear used to make that Linear run its
+// backward-data GEMM for nothing: a quarter of the MLP's step.)
 void Model::set_input_grad(bool on) {
   LPSGD_CHECK(!layers_.empty(), "set_input_grad on a model without layers");
-  for (auto& layer : layers_) {
-    layer->set_input_grad(on);
-    if (!layer->params().empty()) break;
+  input_grad_on_ = on;
+  // needs[l]: layer l's output gradient is wanted (l has parameters, or
+  // something it reads wants one).
+  std::vector<bool> needs(layers_.size(), false);
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    bool wanted = false;
+    for (int j : inputs_[l]) wanted = wanted || (j == kInput ? on : needs[static_cast<size_t>(j)]);
+    layers_[l]->set_input_grad(wanted);
+    needs[l] = wanted || !layers_[l]->params().empty();
   }
+}
+
+void Model::set_batch_stats_sync(const BatchStatsSync* sync) {
+  for (auto& layer : layers_)
+    if (auto* bn = dynamic_cast<BatchNorm*>(layer.get())) bn->set_sync(sync);
+}
+
+Tensor Model::state() const {
+  LPSGD_CHECK(finalized_, "Model::state before finalize()");
+  if (state_total_ == 0) return Tensor();
+  return Tensor(dev_, state_arena_.as<float>(), Shape{static_cast<int64_t>(state_total_)});
 }
 
 Tensor Model::params() const {
@@ -222,9 +311,16 @@ std::string Model::summary() const {
   row("layer", "output", "params");
   row("input", input_shape_.str(), "0");
   int64_t total = 0;
-  for (const auto& l : layers_) {
-    row(l->describe(), l->output_shape().str(), std::to_string(l->param_count()));
-    total += l->param_count();
+  const bool seq = sequential();
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    std::string name = layers_[i]->describe();
+    if (!seq) {  // a graph: each layer's index, and what it reads
+      std::string from;
+      for (int j : inputs_[i]) from += (from.empty() ? "" : ",") + (j == kInput ? std::string("in") : std::to_string(j));
+      name = std::to_string(i) + " " + name + " <- " + from;
+    }
+    row(name, layers_[i]->output_shape().str(), std::to_string(layers_[i]->param_count()));
+    total += layers_[i]->param_count();
   }
   row("total", "", std::to_string(total));
   return os.str();

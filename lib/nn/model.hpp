@@ -1,12 +1,23 @@
-// Model: a sequential stack of layers whose parameters and gradients each live
-// in ONE flat device arena, laid out in reverse layer order (last layer first).
+// Model: a directed acyclic graph of layers whose parameters and gradients
+// each live in ONE flat device arena, laid out in reverse layer order (last
+// layer first).
+//
+// The graph is its layers in one topological order (layer i reads the outputs
+// of earlier layers or the model input; the last layer's output is the
+// model's): forward runs them in that order, backward in reverse, and where a
+// layer's output feeds several layers (a residual block's input) backward sums
+// their input gradients before that layer runs. A sequential model is the
+// case where every layer reads the one before it, and computes exactly as a
+// stack of layers does.
 //
 // Why the layout: backward produces gradients last layer first, so with this
 // order the gradients ready so far are always a prefix of the gradient arena.
 // A trainer cuts that arena into buckets (contiguous slices, buckets()) and
 // starts reducing bucket 0 while backward is still running through earlier
 // layers; on_layer_done tells it when. One arena also means one allreduce, one
-// optimizer launch and one checkpoint dataset cover the whole model.
+// optimizer launch and one checkpoint dataset cover the whole model. State
+// that is not learned (batch norm's running statistics) lives in a third
+// arena of its own, state(): it never travels with the gradients.
 //
 // Same seed => same initial parameters on every rank (Philox streams per
 // parameter), so no broadcast is needed at start-up.
@@ -21,6 +32,7 @@
 #include <vector>
 
 #include "nn/layer.hpp"
+#include "nn/layers.hpp"
 #include "nn/loss.hpp"
 
 namespace lpsgd::nn {
@@ -62,15 +74,23 @@ class Model {
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 
-  /// Appends a layer (before finalize()); returns it for further set-up.
+  /// Appends a layer reading the last one added (or the input: the first),
+  /// before finalize(); returns it for further set-up.
   Layer& add(std::unique_ptr<Layer> layer);
+  /// Appends a layer reading the outputs of layers `inputs` (indices of
+  /// layers added before; kInput for the model input), layer->arity() of
+  /// them, all of one shape. A graph that does not fit is a usage error.
+  Layer& add(std::unique_ptr<Layer> layer, const std::vector<int>& inputs);
+  static constexpr int kInput = -1;
   template <class L, class... Args>
   L& emplace(Args&&... args) {
     return static_cast<L&>(add(std::make_unique<L>(dev_, std::forward<Args>(args)...)));
   }
   /// Allocates the arenas, binds every Param to its views and initialises the
-  /// parameters from `seed`; fuses each ReLU into the convolution or fully
-  /// connected layer before it. Call once, after the last add().
+  /// parameters from `seed` (and the state: BatchNorm's 0 and 1); fuses each
+  /// ReLU into the layer it reads where that layer can take it (Layer::
+  /// fuse_relu) and nothing else reads that layer. Every layer's output but
+  /// the last must be read by some layer. Call once, after the last add().
   void finalize(uint64_t seed);
   /// Sets up every layer for batches of this size (the Device's plans and
   /// activation memory), so that the first step of that size allocates and
@@ -86,7 +106,9 @@ class Model {
   /// Backpropagates dlogits through all layers after a Mode::Train forward,
   /// overwriting the whole gradient arena; calls on_layer_done(i) for i =
   /// last ... 0. Returns the gradient w.r.t. the input if set_input_grad(true),
-  /// else an undefined tensor.
+  /// else an undefined tensor. Where an output feeds several layers, their
+  /// gradients are summed in the order backward reaches them (the later
+  /// layer's first), into memory of the Model's own.
   const Tensor& backward(const Tensor& dlogits, const LayerDoneFn& on_layer_done = {});
 
   /// forward (Train) + mean softmax cross-entropy + backward: fills the
@@ -111,6 +133,17 @@ class Model {
   /// Flat views [param_count()] of the arenas (valid after finalize()).
   Tensor params() const;
   Tensor grads() const;
+  /// The state arena [state_count()]: every layer's state() tensors, first
+  /// layer first, each in its layer's order (undefined when there is none).
+  Tensor state() const;
+  size_t state_count() const { return state_total_; }
+  /// State tensors in arena order.
+  const std::vector<ParamSlot>& state_slots() const { return state_slots_; }
+  /// Gives every BatchNorm layer the statistics of all ranks' batches through
+  /// `sync` (borrowed; nullptr: each rank's own batch).
+  void set_batch_stats_sync(const BatchStatsSync* sync);
+  /// Whether some layer has state (batch norm).
+  bool has_state() const { return state_total_ > 0; }
   /// Moves the parameter and gradient arenas, values and all, into memory the
   /// caller provides (param_count() floats each, on this device) and keeps it
   /// alive for the model's life: e.g. Communicator::alloc_shared, which the
@@ -136,6 +169,10 @@ class Model {
   void set_rng_counter(uint64_t counter);
 
   size_t num_layers() const { return layers_.size(); }
+  /// The layers layer i reads (kInput: the model input).
+  const std::vector<int>& inputs(size_t i) const { return inputs_.at(i); }
+  /// Whether every layer reads the one before it.
+  bool sequential() const;
   Layer& layer(size_t i) { return *layers_.at(i); }
   const Layer& layer(size_t i) const { return *layers_.at(i); }
   const Shape& input_shape() const { return input_shape_; }
@@ -149,16 +186,31 @@ class Model {
  private:
   // Points the arenas, and every parameter's value and grad tensors, at them.
   void bind_arenas(float* params, float* grads);
+  // Backward's gradient for layer j's output (kInput: the model input's)
+  // gets dx: kept as a view where it is the first, summed where not.
+  void add_grad(int j, const Tensor& dx);
+  const Shape& shape_of(int j) const { return j == kInput ? input_shape_ : layers_.at(static_cast<size_t>(j))->output_shape(); }
+
   Device& dev_;
   Shape input_shape_, shape_;
   std::vector<std::unique_ptr<Layer>> layers_;
-  std::vector<ParamSlot> slots_;
+  std::vector<std::vector<int>> inputs_;   // per layer: the layers it reads
+  std::vector<int> readers_;               // per layer: how many inputs read it
+  std::vector<ParamSlot> slots_, state_slots_;
   Tensor input_;  // the last forward's input, reshaped to [N] + input_shape_
   const Tensor* output_ = nullptr;  // the last forward's output
-  DeviceBuffer param_arena_, grad_arena_;  // empty once place_arenas() moved them
+  std::vector<const Tensor*> outs_;  // forward: each layer's output
+  std::vector<const Tensor*> ins_;   // forward: the current layer's inputs
+  // Backward: each layer's output gradient (the last slot: the model
+  // input's), and the sums where several layers read one output.
+  std::vector<const Tensor*> grad_;
+  std::vector<Tensor> sum_;
+  std::vector<std::unique_ptr<Scratch>> sum_mem_;
+  bool input_grad_on_ = false;
+  DeviceBuffer param_arena_, grad_arena_, state_arena_;  // the first two empty once place_arenas() moved them
   float* params_ = nullptr;
   float* grads_ = nullptr;
-  size_t total_ = 0;
+  size_t total_ = 0, state_total_ = 0;
   bool finalized_ = false;
   SoftmaxCrossEntropy loss_;
 };

@@ -1,4 +1,4 @@
-// ReLU, Flatten and Dropout: the layers without parameters.
+// ReLU, Flatten, Dropout and Add: the layers without parameters or windows.
 #include "core/error.hpp"
 #include "nn/layers.hpp"
 
@@ -63,6 +63,26 @@ const Tensor& Dropout::do_backward(const Tensor& dy) {
   dx_ = dx_mem_.tensor(dy.shape());
   dev_.dropout(dx_.data(), dy.data(), static_cast<size_t>(dy.numel()), p_, seed_, stream_,
                mask_counter_);
+  return dx_;
+}
+
+void Add::do_prepare(int64_t batch) {
+  y_mem_.reserve(static_cast<size_t>(output_shape().with_batch(batch).numel()) * sizeof(float));
+}
+
+const Tensor& Add::do_forward(const Tensor& x, Mode) {
+  LPSGD_THROW(describe() << ": forward with one input (" << x.shape().str() << "), it adds two");
+}
+
+const Tensor& Add::do_forward_n(const Tensor* const* xs, size_t, Mode) {
+  y_ = y_mem_.tensor(xs[0]->shape());
+  dev_.add_forward(y_.data(), xs[0]->data(), xs[1]->data(), static_cast<size_t>(y_.numel()), relu_);
+  return y_;
+}
+
+const Tensor& Add::do_backward(const Tensor& dy) {
+  if (!input_grad_) return none_;
+  dx_ = dy;  // d(a + b)/da = d(a + b)/db = 1: both inputs get dy itself
   return dx_;
 }
 

@@ -130,6 +130,43 @@ void CpuDevice::relu_backward(float* dx, const float* dy, const float* y, size_t
   kernels::cpu::relu_backward(dx, dy, y, n);
 }
 
+void CpuDevice::avgpool_forward(float* y, const float* x, const kernels::Window2d& g, size_t planes,
+                                bool count_pad) {
+  kernels::cpu::avgpool_forward(y, x, g, planes, count_pad);
+}
+
+void CpuDevice::avgpool_backward(float* dx, const float* dy, const kernels::Window2d& g,
+                                 size_t planes, bool count_pad) {
+  kernels::cpu::avgpool_backward(dx, dy, g, planes, count_pad);
+}
+
+void CpuDevice::add_forward(float* y, const float* a, const float* b, size_t n, bool relu) {
+  kernels::cpu::add_forward(y, a, b, n, relu);
+}
+
+void CpuDevice::channel_moments(double* s, const float* u, const float* v,
+                                const kernels::BnShape& sh) {
+  kernels::cpu::channel_moments(s, u, v, sh);
+}
+
+void CpuDevice::bn_forward_coeffs(const kernels::BnForwardCoeffs& f) {
+  kernels::cpu::launch(f.channels, f);
+}
+
+void CpuDevice::bn_backward_coeffs(const kernels::BnBackwardCoeffs& f) {
+  kernels::cpu::launch(f.channels, f);
+}
+
+void CpuDevice::bn_apply(float* y, const float* x, const float* a, const float* b,
+                         const kernels::BnShape& sh, bool relu) {
+  kernels::cpu::bn_apply(y, x, a, b, sh, relu);
+}
+
+void CpuDevice::bn_backward(float* dx, const float* dy, const float* x, const float* pqr,
+                            const kernels::BnShape& sh) {
+  kernels::cpu::bn_backward(dx, dy, x, pqr, sh);
+}
+
 void CpuDevice::dropout(float* out, const float* in, size_t n, float p, uint64_t seed,
                         uint64_t stream, uint64_t counter) {
   kernels::cpu::dropout(out, in, n, p, seed, stream, counter);

@@ -503,6 +503,43 @@ class CudaDevice final : public Device {
     bind();
     kernels::cuda::relu_backward(dx, dy, y, n, stream_);
   }
+  void avgpool_forward(float* y, const float* x, const kernels::Window2d& g, size_t planes,
+                       bool count_pad) override {
+    bind();
+    kernels::cuda::avgpool_forward(y, x, g, planes, count_pad, stream_);
+  }
+  void avgpool_backward(float* dx, const float* dy, const kernels::Window2d& g, size_t planes,
+                        bool count_pad) override {
+    bind();
+    kernels::cuda::avgpool_backward(dx, dy, g, planes, count_pad, stream_);
+  }
+  void add_forward(float* y, const float* a, const float* b, size_t n, bool relu) override {
+    bind();
+    kernels::cuda::add_forward(y, a, b, n, relu, stream_);
+  }
+  void channel_moments(double* s, const float* u, const float* v,
+                       const kernels::BnShape& sh) override {
+    bind();
+    kernels::cuda::channel_moments(s, u, v, sh, stream_);
+  }
+  void bn_forward_coeffs(const kernels::BnForwardCoeffs& f) override {
+    bind();
+    kernels::cuda::bn_forward_coeffs(f, stream_);
+  }
+  void bn_backward_coeffs(const kernels::BnBackwardCoeffs& f) override {
+    bind();
+    kernels::cuda::bn_backward_coeffs(f, stream_);
+  }
+  void bn_apply(float* y, const float* x, const float* a, const float* b, const kernels::BnShape& sh,
+                bool relu) override {
+    bind();
+    kernels::cuda::bn_apply(y, x, a, b, sh, relu, stream_);
+  }
+  void bn_backward(float* dx, const float* dy, const float* x, const float* pqr,
+                   const kernels::BnShape& sh) override {
+    bind();
+    kernels::cuda::bn_backward(dx, dy, x, pqr, sh, stream_);
+  }
   void dropout(float* out, const float* in, size_t n, float p, uint64_t seed, uint64_t stream,
                uint64_t counter) override {
     bind();
