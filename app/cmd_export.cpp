@@ -88,8 +88,7 @@ int run_export(int argc, char** argv) {
                                                << (names_from.empty() ? " or is not known: name it with --data)" : ")"));
   if (log::rank() == 0) {
     model::write_onnx(out, d);
-    std::vector<int64_t> shape = d.input_shape;
-    for (const model::LayerDesc& l : d.layers) shape = model::output_shape(l, shape);
+    const std::vector<int64_t> shape = model::output_shape(d, d.input_shape);
     std::string in;
     for (size_t i = 0; i < d.input_shape.size(); ++i) in += (i ? ", " : "") + std::to_string(d.input_shape[i]);
     std::printf("lpsgd: exported %s (%s) to %s: input [batch, %s] %s, output scores [batch, %lld]\n",

@@ -51,7 +51,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& out) {
   po::options_description desc("lpsgd train options");
   desc.add_options()
     ("data", po::value(&c.data), "HDF5 dataset (lpsgd data import-idx / synth make one)")
-    ("model", po::value(&c.model)->default_value(c.model), "mlp:784-512-256-10, cnn:lenet, cnn:alexnet, layers:... (as lpsgd ckpt info shows a checkpoint's) or FILE.onnx (an ONNX graph; see README, Your own model)")
+    ("model", po::value(&c.model)->default_value(c.model), "mlp:784-512-256-10, cnn:lenet, cnn:alexnet, cnn:resnet20 (also 32, 44, 56, 110), cnn:resnet18, cnn:resnet34, layers:... (as lpsgd ckpt info shows a checkpoint's) or FILE.onnx (an ONNX graph; see README, Your own model)")
     ("init", po::value(&init)->default_value(init), "initial parameters of a model from a file: file (its own tensors, e.g. the ONNX initializers) or fresh (drawn from --seed, as for a spec)")
     ("epochs", po::value(&c.epochs)->default_value(c.epochs), "epochs to train")
     ("max-steps", po::value(&c.max_steps)->default_value(0), "stop after this many steps (0: no limit)")
@@ -73,6 +73,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& out) {
     ("block", po::value(&block)->default_value(block), "LP block size in bytes (K/M suffixes) or auto")
     ("bucket-mb", cli::value_with_default(&bucket_mb), "gradient buckets: whole layers packed up to this many MiB (0: one bucket)")
     ("overlap", po::value(&overlap)->default_value(overlap), "on: exchange buckets during backward, and let the next forward start while the last ones travel; backward: during backward only; off: after it")
+    ("sync-bn", po::bool_switch(&c.sync_bn), "batch norm normalizes with the statistics of the global batch (a small allreduce per BatchNorm layer in forward and in backward) rather than each rank's own")
     ("wire", po::value(&wire)->default_value(wire), "what gradients travel as: fp32, bf16 or fp16 (sums in float, rounded once per addition; weights and optimizer stay fp32)")
     ("window", po::value(&c.window)->default_value(c.window), "LP blocks in flight per link")
     ("links", po::value(&links)->default_value(links), "auto (peer links in a node) or mpi")

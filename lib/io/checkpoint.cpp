@@ -24,7 +24,19 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kGroups[] = {"params", "optimizer"};
+constexpr const char* kGroups[] = {"params", "optimizer", "state"};
+
+// The group's tensors in c. "state" (layer state that is not learned, batch
+// norm's running statistics) is optional: written and summed into the
+// checksum only where a model has some, so checkpoints of models without it
+// read and verify as before.
+std::vector<CkptTensor>& tensors_of(Checkpoint& c, const std::string& group) {
+  return group == kGroups[0] ? c.params : group == kGroups[1] ? c.optimizer : c.state;
+}
+const std::vector<CkptTensor>& tensors_of(const Checkpoint& c, const std::string& group) {
+  return tensors_of(const_cast<Checkpoint&>(c), group);
+}
+bool optional_group(const std::string& group) { return group == kGroups[2]; }
 
 /// What is wrong with a checkpoint file; turned into an Error or a CkptInfo.
 struct Damaged {
@@ -144,7 +156,7 @@ void write_file(const std::string& path, const Checkpoint& c) {
   if (!m.algos.empty()) f.write_attr_fixed("algos", m.algos);
   f.write_attr("checksum", c.checksum);
   for (const char* group : kGroups)
-    write_group(f, group, group == kGroups[0] ? c.params : c.optimizer);
+    if (!optional_group(group) || !tensors_of(c, group).empty()) write_group(f, group, tensors_of(c, group));
   f.flush();
 }
 
@@ -296,7 +308,7 @@ void read_into(const std::string& path, Checkpoint& c) {
     const h5::File& f = *file;
     read_meta(f, c);
     for (const char* group : kGroups)
-      read_group(f, group, group == kGroups[0] ? c.params : c.optimizer);
+      if (!optional_group(group) || f.has(group)) read_group(f, group, tensors_of(c, group));
   } catch (const Error& e) {
     throw Damaged{strip_path(e.message(), path)};
   }
@@ -350,7 +362,8 @@ std::string checkpoint_file_name(int64_t step) {
 uint64_t checkpoint_checksum(const Checkpoint& c) {
   Hasher h;
   for (const char* group : kGroups) {
-    const auto& tensors = group == kGroups[0] ? c.params : c.optimizer;
+    const auto& tensors = tensors_of(c, group);
+    if (optional_group(group) && tensors.empty()) continue;
     h.text(group);
     h.word(tensors.size());
     for (const CkptTensor& t : tensors) {
@@ -431,7 +444,7 @@ CkptInfo inspect_checkpoint(const std::string& path) {
   }
   info.meta = c.meta;
   info.checksum = c.checksum;
-  info.tensors = c.params.size() + c.optimizer.size();
+  info.tensors = c.params.size() + c.optimizer.size() + c.state.size();
   return info;
 }
 

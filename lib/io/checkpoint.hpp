@@ -36,9 +36,12 @@
 //                (a scalar dataspace for shape []), with attribute name = the
 //                exact tensor name
 //   /optimizer   the same for the optimizer state
+//   /state       the same for layer state that is not learned (batch norm's
+//                running statistics); only where the model has some
 //
 // Checksum: checkpoint_checksum() chains checksum64 (XXH64) over, for
-// "params" then "optimizer": the group name and tensor count, then per tensor
+// "params", "optimizer" and (where present) "state": the group name and
+// tensor count, then per tensor
 // its name, rank, dims and element count (as little-endian 64-bit words) and
 // its float32 data. It covers the tensors only, not the metadata, so two runs
 // that reach the same parameters have the same checksum whatever their wall
@@ -95,6 +98,9 @@ struct Checkpoint {
   CkptMeta meta;
   std::vector<CkptTensor> params;
   std::vector<CkptTensor> optimizer;
+  /// Layer state that is not learned ("layers.I.running_mean", ...); empty
+  /// for models without any.
+  std::vector<CkptTensor> state;
   uint64_t checksum = 0;  ///< checkpoint_checksum(); set by write and read
 };
 
@@ -135,7 +141,7 @@ struct CkptInfo {
   std::string error;      ///< the damage (REASON above) when !valid
   CkptMeta meta;
   uint64_t checksum = 0;  ///< as stored in the file
-  size_t tensors = 0;     ///< params + optimizer tensors
+  size_t tensors = 0;     ///< params + optimizer + state tensors
   size_t bytes = 0;       ///< file size
 };
 

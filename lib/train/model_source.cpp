@@ -45,8 +45,7 @@ void expand(const DataSpec& data, const std::vector<int64_t>& input, std::vector
 }
 
 void check_outputs(const model::ModelDesc& d, const std::string& what, const DataSpec& data) {
-  std::vector<int64_t> shape = d.input_shape;
-  for (const model::LayerDesc& l : d.layers) shape = model::output_shape(l, shape);
+  const std::vector<int64_t> shape = model::output_shape(d, d.input_shape);
   if (data.classes > 0 && (shape.size() != 1 || shape[0] != data.classes))
     LPSGD_USAGE_ERROR("model '" << what << "' has " << numel(shape) << " outputs but '"
                                 << data.path << "' has " << data.classes
@@ -57,7 +56,7 @@ void check_outputs(const model::ModelDesc& d, const std::string& what, const Dat
 
 model::ModelDesc load_model(const std::string& source, const DataSpec& data) {
   if (!model::is_model_file(source)) {
-    model::ModelDesc d = model::from_spec(source, data.sample);
+    model::ModelDesc d = model::from_spec(source, data.sample, data.classes > 0 ? data.classes : 10);
     check_outputs(d, source, data);
     d.input_type = input_type(data.type);
     expand(data, d.input_shape, d.scale, d.shift);
@@ -120,20 +119,30 @@ model::ModelDesc checkpoint_model(const io::Checkpoint& c, const DataSpec* data)
   }
   rec.path = have_data ? data->path : std::string("the checkpoint's data");
   rec.classes = have_data ? data->classes : 0;
-  model::ModelDesc d = model::from_spec(m.model, rec.sample);
+  // The classes: the data's where named, else what the checkpoint's last
+  // layer has (the built-in CNNs end in `classes` outputs).
+  int64_t classes = rec.classes;
+  if (classes <= 0) {
+    classes = 10;
+    const model::ModelDesc probe = model::from_spec(m.model, rec.sample);
+    const std::string last = "layers." + std::to_string(probe.layers.size() - 1) + ".weight";
+    for (const io::CkptTensor& t : c.params)
+      if (t.name == last && !t.shape.empty()) classes = t.shape[0];
+  }
+  model::ModelDesc d = model::from_spec(m.model, rec.sample, classes);
   check_outputs(d, m.model, rec);
   d.input_type = input_type(rec.type);
   expand(rec, d.input_shape, d.scale, d.shift);
 
   std::map<std::string, const io::CkptTensor*> byname;
-  for (const io::CkptTensor& t : c.params) byname[t.name] = &t;
-  std::vector<int64_t> shape = d.input_shape;
-  for (size_t i = 0; i < d.layers.size(); ++i) {
-    model::LayerDesc& l = d.layers[i];
-    const auto want = model::param_shapes(l, shape);
-    static const char* kNames[] = {"weight", "bias"};
+  for (const auto* group : {&c.params, &c.state})
+    for (const io::CkptTensor& t : *group) byname[t.name] = &t;
+  // Each layer's parameters, then its state (running statistics).
+  const auto take = [&](size_t i, const std::vector<std::vector<int64_t>>& want, bool state,
+                        std::vector<model::Tensor>& out) {
     for (size_t k = 0; k < want.size(); ++k) {
-      const std::string name = "layers." + std::to_string(i) + "." + kNames[k];
+      const std::string name = "layers." + std::to_string(i) + "." +
+                               (state ? model::state_name(k) : model::param_name(k));
       auto it = byname.find(name);
       if (it == byname.end())
         LPSGD_USAGE_ERROR("the checkpoint has no tensor " << name << " for its model " << m.model);
@@ -142,9 +151,16 @@ model::ModelDesc checkpoint_model(const io::Checkpoint& c, const DataSpec* data)
                                                      << model::shape_str(it->second->shape)
                                                      << ", its model " << m.model << " needs "
                                                      << model::shape_str(want[k]));
-      l.params.push_back({name, want[k], it->second->data});
+      out.push_back({name, want[k], it->second->data});
     }
-    shape = model::output_shape(l, shape);
+  };
+  const std::vector<std::vector<int64_t>> shapes = model::node_shapes(d, d.input_shape);
+  for (size_t i = 0; i < d.layers.size(); ++i) {
+    model::LayerDesc& l = d.layers[i];
+    const int from = d.inputs_of(i)[0];
+    const std::vector<int64_t>& in = from == model::kModelInput ? d.input_shape : shapes[static_cast<size_t>(from)];
+    take(i, model::param_shapes(l, in), false, l.params);
+    take(i, model::state_shapes(l, in), true, l.state);
   }
   return d;
 }
@@ -154,12 +170,15 @@ model::ModelDesc initial_model(Device& dev, model::ModelDesc desc, uint64_t seed
   for (size_t i = 0; i < desc.layers.size(); ++i) {
     model::LayerDesc& l = desc.layers[i];
     l.params.clear();
-    for (const nn::Param& p : m->layer(i).params()) {
-      model::Tensor t{"layers." + std::to_string(i) + "." + p.name, nn::dims_of(p.shape),
-                      std::vector<float>(static_cast<size_t>(p.shape.numel()))};
-      dev.copy_to_host(t.data.data(), p.value.data(), t.data.size() * sizeof(float));
-      l.params.push_back(std::move(t));
-    }
+    l.state.clear();
+    for (const auto& [from, to] : {std::pair{&m->layer(i).params(), &l.params},
+                                   std::pair{&m->layer(i).state(), &l.state}})
+      for (const nn::Param& p : *from) {
+        model::Tensor t{"layers." + std::to_string(i) + "." + p.name, nn::dims_of(p.shape),
+                        std::vector<float>(static_cast<size_t>(p.shape.numel()))};
+        dev.copy_to_host(t.data.data(), p.value.data(), t.data.size() * sizeof(float));
+        to->push_back(std::move(t));
+      }
   }
   return desc;
 }

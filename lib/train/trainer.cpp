@@ -26,8 +26,10 @@
 #include "io/loader.hpp"
 #include "lpsgd/config.hpp"
 #include "nn/builder.hpp"
+#include "train/batch_stats.hpp"
 #include "train/control.hpp"
 #include "train/model_source.hpp"
+#include "train/model_tensors.hpp"
 #include "train/report.hpp"
 
 namespace lpsgd::train {
@@ -60,10 +62,6 @@ std::string algo_list(const std::vector<comm::Algo>& algos) {
   std::string out;
   for (comm::Algo a : algos) out += (out.empty() ? "" : ",") + std::string(comm::algo_name(a));
   return out;
-}
-
-std::string tensor_name(const nn::ParamSlot& s, const nn::Param& p) {
-  return "layers." + std::to_string(s.layer) + "." + p.name;
 }
 
 class Run {
@@ -128,8 +126,9 @@ class Run {
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<comm::ProgressEngine> engine_;
   std::unique_ptr<GradSync> sync_;
+  std::unique_ptr<BatchStats> batch_stats_;   // batch norm across ranks
   DeviceBuffer x_, y_;  // the current batch on the device
-  std::vector<float> host_params_;
+  ArenaCopies host_;  // the arenas on the host: checksums, checkpoints
   io::Batch batch_;
 
   // Position.
@@ -155,7 +154,6 @@ class Run {
   // Checkpoints.
   int64_t last_ckpt_step_ = -1;
   double last_ckpt_time_ = 0;
-  std::vector<float> host_state_;
   bool interrupted_ = false;
   double start_s_ = 0;  // when this rank began (the timeline's origin on rank 0)
 };
@@ -266,6 +264,7 @@ Run::Run(Device& dev, const TrainConfig& cfg) : dev_(dev), cfg_(cfg), bar_(cfg.p
   }
   if (world_ > 1) engine_ = std::make_unique<comm::ProgressEngine>(*comm_);
   sync_ = std::make_unique<GradSync>(*comm_, engine_.get(), *model_, *sgd_, cfg_.sync);
+  batch_stats_ = std::make_unique<BatchStats>(*comm_, *model_, cfg_.sync_bn, cfg_.sync.algo);
   control_ = std::make_unique<Control>(*comm_, cfg_.comm_timeout_s);
 
   // Everything a step touches is allocated (and touched) now.
@@ -273,8 +272,11 @@ Run::Run(Device& dev, const TrainConfig& cfg) : dev_(dev), cfg_(cfg), bar_(cfg.p
   const size_t rows = static_cast<size_t>(std::max(cfg_.batch, cfg_.eval_batch));
   x_ = DeviceBuffer(dev_, rows * sample * sizeof(float));
   y_ = DeviceBuffer(dev_, rows * sizeof(int32_t));
-  host_params_.resize(model_->param_count());
-  if (!cfg_.checkpoint_dir.empty()) host_state_.resize(model_->param_count());
+  host_.params.resize(model_->param_count());
+  if (!cfg_.checkpoint_dir.empty()) {
+    host_.optimizer.resize(model_->param_count());
+    host_.state.resize(model_->state_count());
+  }
   // SIGUSR1 / SIGTERM (taken by their own thread, core/stop_signals) ask for
   // a checkpoint and a clean exit at the next step boundary; Slurm sends them
   // before a time limit or a preemption. With nowhere to write one, they end
@@ -361,17 +363,11 @@ io::Checkpoint Run::snapshot() {
   m.version = build::version;
   m.wire = wire_name(cfg_.sync.wire);
   m.algos = algo_list(sync_->bucket_algos());
-  dev_.copy_to_host(host_params_.data(), model_->params().data(), host_params_.size() * 4);
-  dev_.copy_to_host(host_state_.data(), sgd_->state().data(), host_state_.size() * 4);
-  for (const nn::ParamSlot& s : model_->slots()) {
-    const nn::Param& p = model_->layer(s.layer).params()[s.param];
-    std::vector<int64_t> shape;
-    for (int i = 0; i < p.shape.rank(); ++i) shape.push_back(p.shape[i]);
-    const auto* w = host_params_.data() + s.offset;
-    const auto* v = host_state_.data() + s.offset;
-    c.params.push_back({tensor_name(s, p), shape, std::vector<float>(w, w + s.count)});
-    c.optimizer.push_back({tensor_name(s, p) + ".momentum", shape, std::vector<float>(v, v + s.count)});
-  }
+  dev_.copy_to_host(host_.params.data(), model_->params().data(), host_.params.size() * 4);
+  dev_.copy_to_host(host_.optimizer.data(), sgd_->state().data(), host_.optimizer.size() * 4);
+  if (model_->has_state())
+    dev_.copy_to_host(host_.state.data(), model_->state().data(), host_.state.size() * 4);
+  put_tensors(*model_, {"momentum"}, host_, c);
   return c;
 }
 
@@ -379,6 +375,7 @@ void Run::save(bool periodic) {
   settle();
   const trace::Span span(trace::Lane::Run, "checkpoint", "checkpoint at step " + std::to_string(step_));
   const double t0 = now_s();
+  batch_stats_->average();
   // Every rank must hold what rank 0 writes.
   check_identical("at checkpoint step " + std::to_string(step_));
   std::string path;
@@ -411,24 +408,7 @@ void Run::restore(io::Checkpoint& c) {
     LPSGD_USAGE_ERROR("checkpoint was written for model '" << m.model << "', this run trains '"
                                                            << model_name_
                                                            << "'; use --resume none or another --checkpoint-dir");
-  const auto& slots = model_->slots();
-  if (c.params.size() != slots.size() || c.optimizer.size() != slots.size())
-    LPSGD_USAGE_ERROR("checkpoint holds " << c.params.size() << " tensors, the model has "
-                                          << slots.size());
-  for (size_t i = 0; i < slots.size(); ++i) {
-    const nn::Param& p = model_->layer(slots[i].layer).params()[slots[i].param];
-    const io::CkptTensor& t = c.params[i];
-    bool same = t.name == tensor_name(slots[i], p) && static_cast<int>(t.shape.size()) == p.shape.rank() &&
-                t.data.size() == slots[i].count && c.optimizer[i].data.size() == slots[i].count;
-    for (int d = 0; same && d < p.shape.rank(); ++d) same = t.shape[static_cast<size_t>(d)] == p.shape[d];
-    if (!same)
-      LPSGD_USAGE_ERROR("checkpoint tensor " << i << " is '" << t.name << "' of "
-                                             << t.data.size() << " values, the model expects '"
-                                             << tensor_name(slots[i], p) << "' " << p.shape.str());
-    std::copy(t.data.begin(), t.data.end(), host_params_.begin() + static_cast<std::ptrdiff_t>(slots[i].offset));
-    std::copy(c.optimizer[i].data.begin(), c.optimizer[i].data.end(),
-              host_state_.begin() + static_cast<std::ptrdiff_t>(slots[i].offset));
-  }
+  take_tensors(*model_, {"momentum"}, c, host_);
 }
 
 void Run::require_precision() {
@@ -468,7 +448,6 @@ bool Run::resume() {
   if (cfg_.resume == "none") return false;
   const bool explicit_path = cfg_.resume != "auto";
   if (!explicit_path && cfg_.checkpoint_dir.empty()) return false;
-  if (host_state_.empty()) host_state_.resize(model_->param_count());
   const double t0 = now_s();
   io::Checkpoint c;
   std::string path;
@@ -497,14 +476,16 @@ bool Run::resume() {
                      c.meta.loader_cursor, c.meta.rng_counter, static_cast<uint64_t>(c.meta.ranks)};
   MPI_CHECK(MPI_Bcast(pos, 6, MPI_UINT64_T, 0, control_->comm()));
   if (rank_ == 0) {
-    dev_.copy_from_host(model_->params().data(), host_params_.data(), host_params_.size() * 4);
-    dev_.copy_from_host(sgd_->state().data(), host_state_.data(), host_state_.size() * 4);
+    dev_.copy_from_host(model_->params().data(), host_.params.data(), host_.params.size() * 4);
+    dev_.copy_from_host(sgd_->state().data(), host_.optimizer.data(), host_.optimizer.size() * 4);
+    if (model_->has_state())
+      dev_.copy_from_host(model_->state().data(), host_.state.data(), host_.state.size() * 4);
   }
   dev_.synchronize();
-  const size_t n = model_->param_count();
-  for (float* arena : {model_->params().data(), sgd_->state().data()})
-    comm_->run(comm::Algo::Lp, {comm::CollKind::Bcast, arena, arena, n, DType::F32,
-                                comm::ReduceOp::Sum, 0});
+  for (const nn::Tensor& arena : {model_->params(), sgd_->state(), model_->state()})
+    if (arena.defined())
+      comm_->run(comm::Algo::Lp, {comm::CollKind::Bcast, arena.data(), arena.data(),
+                                  static_cast<size_t>(arena.numel()), DType::F32, comm::ReduceOp::Sum, 0});
   comm_->device().synchronize();
   keep_bucket_algos(c.meta.algos, static_cast<int>(pos[5]));
   step_ = static_cast<int64_t>(pos[0]);
@@ -624,9 +605,9 @@ double Run::epoch_progress() const {
 int64_t Run::remaining_steps() const { return std::max<int64_t>(0, total_steps_ - step_); }
 
 std::string Run::check_identical(const std::string& when) {
-  dev_.copy_to_host(host_params_.data(), model_->params().data(),
-                    host_params_.size() * sizeof(float));
-  const uint64_t mine = checksum64(host_params_.data(), host_params_.size() * sizeof(float));
+  dev_.copy_to_host(host_.params.data(), model_->params().data(),
+                    host_.params.size() * sizeof(float));
+  const uint64_t mine = checksum64(host_.params.data(), host_.params.size() * sizeof(float));
   std::vector<uint64_t> all(static_cast<size_t>(world_));
   control_->allgather(&mine, all.data(), MPI_UINT64_T, "comparison of parameter checksums " + when);
   for (int r = 1; r < world_; ++r) {
@@ -713,6 +694,7 @@ void Run::evaluate(const char* kind) {
   settle();
   const trace::Span span(trace::Lane::Run, "eval", std::string(kind) + " at step " + std::to_string(step_));
   const double t0 = now_s();
+  batch_stats_->average();
   nn::LossStats local;
   io::Batch b;
   const size_t sample = static_cast<size_t>(train_->shape().sample_elems());

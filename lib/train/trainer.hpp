@@ -48,6 +48,10 @@ struct TrainConfig {
   ScheduleConfig schedule;            ///< total_steps is filled in by the trainer
   // Gradient exchange.
   GradSyncOptions sync;
+  /// Batch norm normalizes with the statistics of the global batch (a small
+  /// allreduce in every BatchNorm layer's forward and backward) instead of
+  /// each rank's own (train/batch_stats.hpp).
+  bool sync_bn = false;
   comm::LinksMode links = comm::LinksMode::Auto;
   int ranks_per_node = 0;
   /// The cost model's calibration (auto's choices, LP's block); "" for the

@@ -3,6 +3,8 @@ lpsgd_unit_test(test_nn_kernels SOURCES test_nn_kernels.cpp DEPS lpsgd_device)
 lpsgd_unit_test(test_nn_plans SOURCES test_nn_plans.cpp DEPS lpsgd_device)
 lpsgd_unit_test(test_nn_gradcheck SOURCES test_nn_gradcheck.cpp DEPS lpsgd_nn TIMEOUT 300)
 lpsgd_unit_test(test_nn_model SOURCES test_nn_model.cpp DEPS lpsgd_nn)
+# PyTorch's batch-norm values (fixtures/make_batchnorm_torch.py writes them).
+target_compile_definitions(test_nn_model PRIVATE LPSGD_FIXTURES="${CMAKE_CURRENT_SOURCE_DIR}/fixtures")
 lpsgd_unit_test(test_train SOURCES test_train.cpp DEPS lpsgd_train TIMEOUT 300)
 
 # Not a test: forward+backward throughput of a model (samples/s), for reports.

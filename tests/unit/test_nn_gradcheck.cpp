@@ -444,3 +444,148 @@ TEST_F(GradCheck, LinearWithoutBias) {
     return ref_linear(x, 3, 7, p[0], zero, 5);
   });
 }
+
+// Residual networks (issue 45): batch norm in training mode (the batch's
+// statistics, so every output depends on every input of its channel),
+// average pooling with and without the padding counted, global average
+// pooling, and a graph whose outputs fan out into a residual Add.
+namespace {
+
+// Batch norm over [outer, channels, inner] with the batch's mean and biased
+// variance, eps 1e-5: (x - mean) / sqrt(var + eps) * g + b.
+Vec ref_batchnorm(const Vec& x, int outer, int channels, int inner, const Vec& g, const Vec& b) {
+  Vec y(x.size());
+  const double count = static_cast<double>(outer) * inner;
+  for (int c = 0; c < channels; ++c) {
+    double mean = 0, var = 0;
+    for (int o = 0; o < outer; ++o)
+      for (int k = 0; k < inner; ++k) mean += x[(o * channels + c) * inner + k];
+    mean /= count;
+    for (int o = 0; o < outer; ++o)
+      for (int k = 0; k < inner; ++k) {
+        const double d = x[(o * channels + c) * inner + k] - mean;
+        var += d * d;
+      }
+    var /= count;
+    const double inv = 1.0 / std::sqrt(var + 1e-5);
+    for (int o = 0; o < outer; ++o)
+      for (int k = 0; k < inner; ++k) {
+        const size_t i = (static_cast<size_t>(o) * channels + c) * inner + k;
+        y[i] = (x[i] - mean) * inv * g[c] + b[c];
+      }
+  }
+  return y;
+}
+
+Vec ref_avgpool(const Vec& x, const Img& d, const Win& g, bool count_pad, Img* od) {
+  const int oh = (d.h + 2 * g.ph - g.kh) / g.sh + 1, ow = (d.w + 2 * g.pw - g.kw) / g.sw + 1;
+  *od = Img{d.n, d.c, oh, ow};
+  Vec y(od->size());
+  for (int pl = 0; pl < d.n * d.c; ++pl)
+    for (int i = 0; i < oh; ++i)
+      for (int j = 0; j < ow; ++j) {
+        double s = 0;
+        int inside = 0, padded = 0;
+        for (int ki = 0; ki < g.kh; ++ki)
+          for (int kj = 0; kj < g.kw; ++kj) {
+            const int ih = i * g.sh - g.ph + ki, iw = j * g.sw - g.pw + kj;
+            if (ih >= -g.ph && ih < d.h + g.ph && iw >= -g.pw && iw < d.w + g.pw) ++padded;
+            if (ih < 0 || ih >= d.h || iw < 0 || iw >= d.w) continue;
+            s += x[(pl * d.h + ih) * d.w + iw];
+            ++inside;
+          }
+        y[(pl * oh + i) * ow + j] = s / (count_pad ? padded : inside);
+      }
+  return y;
+}
+
+Vec ref_add(Vec a, const Vec& b) {
+  for (size_t i = 0; i < a.size(); ++i) a[i] += b[i];
+  return a;
+}
+
+}  // namespace
+
+TEST_F(GradCheck, BatchNormImagesInTrainingMode) {
+  Model m(*dev, Shape{3, 4, 5});
+  m.emplace<BatchNorm>();
+  m.finalize(3);
+  // Parameters away from their 1 and 0, so both gradients are exercised.
+  m.params().copy_from_host(random_floats(m.param_count(), 9));
+  gradcheck(m, Shape{2, 3, 4, 5}, [](const Vec& x, const Params& p) {
+    return ref_batchnorm(x, 2, 3, 20, p[0], p[1]);
+  });
+}
+
+TEST_F(GradCheck, BatchNormFeaturesWithAReluFused) {
+  Model m(*dev, Shape{6});
+  m.emplace<BatchNorm>();
+  m.emplace<ReLU>();
+  m.finalize(3);
+  EXPECT_EQ(m.layer(0).describe(), "BatchNorm(6)+ReLU");
+  m.params().copy_from_host(random_floats(m.param_count(), 10));
+  gradcheck(m, Shape{5, 6}, [](const Vec& x, const Params& p) {
+    return ref_relu(ref_batchnorm(x, 5, 6, 1, p[0], p[1]));
+  });
+}
+
+TEST_F(GradCheck, AvgPoolWithAndWithoutThePaddingCounted) {
+  for (bool count_pad : {true, false}) {
+    const Win g{3, 2, 2, 1, 1, 1};
+    Model m(*dev, Shape{2, 5, 6});
+    m.emplace<AvgPool2d>(Window{g.kh, g.kw, g.sh, g.sw, g.ph, g.pw}, count_pad);
+    m.finalize(1);
+    gradcheck(m, Shape{3, 2, 5, 6}, [&](const Vec& x, const Params&) {
+      Img od;
+      return ref_avgpool(x, Img{3, 2, 5, 6}, g, count_pad, &od);
+    });
+  }
+}
+
+TEST_F(GradCheck, GlobalAveragePooling) {
+  Model m(*dev, Shape{3, 5, 7});
+  m.add(AvgPool2d::global(*dev));
+  m.finalize(1);
+  ASSERT_EQ(m.output_shape(), (Shape{3, 1, 1}));
+  gradcheck(m, Shape{2, 3, 5, 7}, [](const Vec& x, const Params&) {
+    Img od;
+    return ref_avgpool(x, Img{2, 3, 5, 7}, Win{5, 7, 1, 1, 0, 0}, true, &od);
+  });
+}
+
+TEST_F(GradCheck, ResidualBlockWithLoss) {
+  // conv-bn-relu (a), then conv-bn (b) added to a, relu, global pooling and
+  // a classifier: a's output feeds both the second convolution and the Add,
+  // so backward sums two gradients into it.
+  Model m(*dev, Shape{2, 5, 6});
+  m.emplace<Conv2d>(4, Window{3, 3, 1, 1, 1, 1}, Init::HeNormal, false);  // 0
+  m.emplace<BatchNorm>();                                                  // 1
+  m.emplace<ReLU>();                                                       // 2: a
+  m.emplace<Conv2d>(4, Window{3, 3, 1, 1, 1, 1}, Init::HeNormal, false);  // 3
+  m.emplace<BatchNorm>();                                                  // 4: b
+  m.add(std::make_unique<Add>(*dev), {4, 2});                              // 5
+  m.emplace<ReLU>();                                                       // 6
+  m.add(AvgPool2d::global(*dev));                                          // 7
+  m.emplace<Flatten>();                                                    // 8
+  m.emplace<Linear>(3, Init::XavierUniform);                               // 9
+  m.finalize(5);
+  EXPECT_FALSE(m.sequential());
+  EXPECT_EQ(m.layer(5).describe(), "Add+ReLU");
+  // Scales away from 1, so the two batch norms differ.
+  std::vector<float> p = m.params().to_host();
+  const auto r = random_floats(p.size(), 12);
+  for (const ParamSlot& s : m.slots())
+    if (m.layer(s.layer).describe().rfind("BatchNorm", 0) == 0)
+      for (size_t i = 0; i < s.count; ++i) p[s.offset + i] = 1.0f + 0.5f * r[s.offset + i];
+  m.params().copy_from_host(p);
+  const std::vector<int32_t> labels = {2, 0, 1};
+  gradcheck(m, Shape{3, 2, 5, 6}, [&](const Vec& x, const Params& q) {
+    Img d;
+    Vec a = ref_relu(ref_batchnorm(ref_conv_rect(x, Img{3, 2, 5, 6}, q[0], nullptr, 4, Win{3, 3, 1, 1, 1, 1}),
+                                   3, 4, 30, q[1], q[2]));
+    Vec b = ref_batchnorm(ref_conv_rect(a, Img{3, 4, 5, 6}, q[3], nullptr, 4, Win{3, 3, 1, 1, 1, 1}), 3, 4, 30,
+                          q[4], q[5]);
+    Vec h = ref_avgpool(ref_relu(ref_add(b, a)), Img{3, 4, 5, 6}, Win{5, 6, 1, 1, 0, 0}, true, &d);
+    return Vec{ref_xent(ref_linear(h, 3, 4, q[6], q[7], 3), 3, 3, labels)};
+  }, &labels);
+}

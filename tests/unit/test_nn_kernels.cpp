@@ -402,3 +402,89 @@ TEST(NnKernels, DropoutIsReproducibleAndInverted) {
   d.dev->dropout(y1, x, n, 0.0f, 7, 3, 0);
   EXPECT_EQ(d.get(y1, n), ones);
 }
+
+// Batch norm's per-channel sums: every ISA build adds in the same order (16
+// float lanes per plane, lane k mod 16, lanes then planes in order), so the
+// result equals this loop bit for bit at every LPSGD_MAX_ISA level; and, for
+// inputs whose sums are exact, the plain sum.
+TEST(NnKernels, ChannelMomentsInTheirFixedOrder) {
+  const size_t shapes[][3] = {{1, 1, 1}, {3, 2, 7}, {2, 3, 16}, {4, 5, 33}, {2, 16, 784}, {7, 9, 1}, {1, 64, 49}};
+  for (const auto& s : shapes) {
+    const kernels::BnShape sh{s[0], s[1], s[2]};
+    Dev d;
+    const auto u = uniform(sh.size(), 1, 3.0f);
+    const auto v = uniform(sh.size(), 2, 2.0f);
+    std::vector<double> want(2 * sh.channels, 0.0), want_sq(2 * sh.channels, 0.0);
+    for (size_t o = 0; o < sh.outer; ++o)
+      for (size_t c = 0; c < sh.channels; ++c) {
+        const size_t base = (o * sh.channels + c) * sh.inner;
+        if (sh.inner == 1) {  // feature vectors: in double, row by row
+          want[c] += u[base];
+          want[sh.channels + c] += static_cast<double>(u[base] * v[base]);
+          want_sq[c] += u[base];
+          want_sq[sh.channels + c] += static_cast<double>(u[base] * u[base]);
+          continue;
+        }
+        float a[16] = {}, b[16] = {}, q[16] = {};
+        for (size_t k = 0; k < sh.inner; ++k) {
+          a[k % 16] += u[base + k];
+          b[k % 16] += u[base + k] * v[base + k];
+          q[k % 16] += u[base + k] * u[base + k];
+        }
+        double pa = 0, pb = 0, pq = 0;
+        for (int j = 0; j < 16; ++j) {
+          pa += a[j];
+          pb += b[j];
+          pq += q[j];
+        }
+        want[c] += pa;
+        want[sh.channels + c] += pb;
+        want_sq[c] += pa;
+        want_sq[sh.channels + c] += pq;
+      }
+    double* out = d.zeros<double>(2 * sh.channels);
+    const float* du = d.put(u);
+    d.dev->channel_moments(out, du, d.put(v), sh);
+    EXPECT_EQ(d.get(out, 2 * sh.channels), want) << sh.outer << "x" << sh.channels << "x" << sh.inner;
+    d.dev->channel_moments(out, du, du, sh);  // Σu²
+    EXPECT_EQ(d.get(out, 2 * sh.channels), want_sq) << sh.outer << "x" << sh.channels << "x" << sh.inner;
+    // Exact sums: small integers.
+    const auto ints = small_ints(sh.size(), 3);
+    std::vector<double> exact(2 * sh.channels, 0.0);
+    for (size_t i = 0; i < sh.size(); ++i) {
+      const size_t c = (i / sh.inner) % sh.channels;
+      exact[c] += ints[i];
+      exact[sh.channels + c] += double{ints[i]} * ints[i];
+    }
+    const float* di = d.put(ints);
+    d.dev->channel_moments(out, di, di, sh);
+    EXPECT_EQ(d.get(out, 2 * sh.channels), exact);
+  }
+}
+
+// The per-channel passes, plane by plane on the CPU, against their functors
+// (what a GPU runs per element): the same bits.
+TEST(NnKernels, BatchNormPassesMatchTheirFunctors) {
+  const kernels::BnShape sh{3, 5, 37};
+  Dev d;
+  const auto x = uniform(sh.size(), 4, 2.0f), dy = uniform(sh.size(), 5), coef = uniform(5 * 3, 6);
+  for (bool relu : {false, true}) {
+    std::vector<float> want(sh.size());
+    kernels::cpu::launch(sh.size(), kernels::BnApply{want.data(), x.data(), coef.data(), coef.data() + 5, sh, relu});
+    float* y = d.zeros<float>(sh.size());
+    d.dev->bn_apply(y, d.put(x), d.put(coef), d.put(std::vector<float>(coef.begin() + 5, coef.end())), sh, relu);
+    EXPECT_EQ(d.get(y, sh.size()), want) << "relu " << relu;
+  }
+  std::vector<float> want(sh.size());
+  kernels::cpu::launch(sh.size(), kernels::BnBackward{want.data(), dy.data(), x.data(), coef.data(), coef.data() + 5,
+                                                      coef.data() + 10, sh});
+  float* dx = d.zeros<float>(sh.size());
+  d.dev->bn_backward(dx, d.put(dy), d.put(x), d.put(coef), sh);
+  EXPECT_EQ(d.get(dx, sh.size()), want);
+  // The residual join.
+  std::vector<float> sum(sh.size());
+  for (size_t i = 0; i < sh.size(); ++i) sum[i] = std::max(x[i] + dy[i], 0.0f);
+  float* y = d.zeros<float>(sh.size());
+  d.dev->add_forward(y, d.put(x), d.put(dy), sh.size(), true);
+  EXPECT_EQ(d.get(y, sh.size()), sum);
+}

@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <map>
+#include <sstream>
 #include <limits>
 #include <vector>
 
@@ -311,4 +314,125 @@ TEST_F(ModelTest, BadInputsAreErrors) {
   EXPECT_EQ(error_kind_of([&] { Model mm(*dev, Shape{1, 3, 3}); mm.emplace<Conv2d>(2, 5); }),
             ErrorKind::Usage);  // kernel larger than the image
   EXPECT_EQ(error_kind_of([&] { Dropout d(*dev, 1.0f); }), ErrorKind::Usage);
+}
+
+// ---- batch norm against PyTorch, residual networks -----------------------------
+
+namespace {
+
+// tests/unit/fixtures/batchnorm_torch.txt (make_batchnorm_torch.py): per case
+// its shape, then named float arrays.
+struct TorchCase {
+  std::vector<int64_t> shape;
+  std::map<std::string, std::vector<float>> v;
+};
+
+std::vector<TorchCase> read_torch_cases() {
+  std::ifstream in(std::string(LPSGD_FIXTURES) + "/batchnorm_torch.txt");
+  EXPECT_TRUE(in) << "no fixture " << LPSGD_FIXTURES << "/batchnorm_torch.txt";
+  std::vector<TorchCase> cases;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream is(line);
+    std::string name;
+    is >> name;
+    if (name == "case") {
+      cases.emplace_back();
+      std::string what;
+      is >> what;
+      for (int64_t d; is >> d;) cases.back().shape.push_back(d);
+      continue;
+    }
+    size_t n = 0;
+    is >> n;
+    std::vector<float>& a = cases.back().v[name];
+    for (double x; a.size() < n && is >> x;) a.push_back(static_cast<float>(x));
+    EXPECT_EQ(a.size(), n) << name;
+  }
+  return cases;
+}
+
+void expect_rel(const std::vector<float>& got, const std::vector<float>& want, double rel,
+                const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double scale = 0;
+  for (float w : want) scale = std::max(scale, std::abs(double{w}));
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], rel * std::max(1.0, scale)) << what << " element " << i;
+}
+
+}  // namespace
+
+TEST_F(ModelTest, BatchNormMatchesPyTorchInTrainingAndEval) {
+  const std::vector<TorchCase> cases = read_torch_cases();
+  ASSERT_EQ(cases.size(), 2u);
+  for (const TorchCase& t : cases) {
+    Shape batch = t.shape.size() == 4 ? Shape{t.shape[0], t.shape[1], t.shape[2], t.shape[3]}
+                                      : Shape{t.shape[0], t.shape[1]};
+    Model m(*dev, batch.drop_batch());
+    m.emplace<BatchNorm>();
+    m.finalize(1);
+    m.set_input_grad(true);
+    Param& w = m.layer(0).params()[0];
+    Param& b = m.layer(0).params()[1];
+    w.value.copy_from_host(t.v.at("weight"));
+    b.value.copy_from_host(t.v.at("bias"));
+    const std::string what = "batch " + batch.str();
+    for (int step = 0; step < 3; ++step) {
+      const std::string s = std::to_string(step);
+      Tensor x = Tensor::empty(*dev, batch);
+      x.copy_from_host(t.v.at("x" + s));
+      expect_rel(m.forward(x, Mode::Train).to_host(), t.v.at("y" + s), 1e-5, what + " y" + s);
+      expect_rel(m.layer(0).state()[0].value.to_host(), t.v.at("running_mean" + s), 1e-6,
+                 what + " running mean " + s);
+      expect_rel(m.layer(0).state()[1].value.to_host(), t.v.at("running_var" + s), 1e-6,
+                 what + " running var " + s);
+      if (step < 2) continue;
+      Tensor dy = Tensor::empty(*dev, batch);
+      dy.copy_from_host(t.v.at("dy"));
+      expect_rel(m.backward(dy).to_host(), t.v.at("dx"), 1e-5, what + " dx");
+      expect_rel(w.grad.to_host(), t.v.at("dweight"), 1e-5, what + " dweight");
+      expect_rel(b.grad.to_host(), t.v.at("dbias"), 1e-5, what + " dbias");
+    }
+    Tensor x = Tensor::empty(*dev, batch);
+    x.copy_from_host(t.v.at("xe"));
+    expect_rel(m.forward(x, Mode::Eval).to_host(), t.v.at("ye"), 1e-5, what + " eval");
+  }
+}
+
+TEST_F(ModelTest, ResidualGraphsFromSpecs) {
+  auto r20 = build_model(*dev, "cnn:resnet20", Shape{1, 28, 28}, 1);
+  EXPECT_FALSE(r20->sequential());
+  EXPECT_EQ(r20->param_count(), 272186u);  // He et al.'s ~0.27 M, 1x1 projections, one input channel
+  EXPECT_EQ(r20->output_shape(), Shape{10});
+  EXPECT_GT(r20->state_count(), 0u);
+  auto r18 = build_model(*dev, "cnn:resnet18", Shape{3, 32, 32}, 1);
+  EXPECT_EQ(r18->param_count(), 11173962u);  // torchvision's resnet18 (10 classes) less its 7x7 stem
+  // Every BatchNorm's ReLU and every residual Add's ReLU is fused.
+  size_t adds = 0;
+  for (size_t l = 0; l < r20->num_layers(); ++l)
+    if (r20->layer(l).describe() == "Add+ReLU") ++adds;
+  EXPECT_EQ(adds, 9u);
+  // The arena stays in reverse layer order, so buckets are contiguous and
+  // complete in backward order in a graph too.
+  const auto bs = r20->buckets(64 * 1024);
+  size_t off = 0;
+  for (size_t i = 0; i < bs.size(); ++i) {
+    EXPECT_EQ(bs[i].offset, off);
+    off += bs[i].count;
+    if (i) EXPECT_LT(bs[i].first_layer, bs[i - 1].first_layer);
+  }
+  EXPECT_EQ(off, r20->param_count());
+}
+
+TEST_F(ModelTest, GraphErrorsAreUsageErrors) {
+  Model m(*dev, Shape{2, 4, 4});
+  m.emplace<Conv2d>(3, 3, 1, 1);
+  EXPECT_EQ(error_kind_of([&] { m.add(std::make_unique<Add>(*dev), {0}); }), ErrorKind::Usage);
+  EXPECT_EQ(error_kind_of([&] { m.add(std::make_unique<Add>(*dev), {0, Model::kInput}); }),
+            ErrorKind::Usage);  // [3, 4, 4] + [2, 4, 4]
+  EXPECT_EQ(error_kind_of([&] { m.add(std::make_unique<ReLU>(*dev), {3}); }), ErrorKind::Usage);
+  m.add(std::make_unique<ReLU>(*dev), {0});
+  m.add(std::make_unique<ReLU>(*dev), {0});  // layer 1's output: read by nobody
+  EXPECT_EQ(error_kind_of([&] { m.finalize(1); }), ErrorKind::Usage);
 }
