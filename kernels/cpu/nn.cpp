@@ -268,9 +268,13 @@ void avgpool_backward(float* dx, const float* dy, const Window2d& g, size_t plan
 
 namespace {
 
-// channel_moments' body: the lanes make the float sums of a plane vectorise
-// (a single running sum is a chain of dependent additions) and fix the order
-// of every addition, so the three builds below give the same bits.
+// channel_moments' body: the lanes make the sums of a plane vectorise (a
+// single running sum is a chain of dependent additions) and fix the order of
+// every addition, so the three builds below give the same bits. Everything is
+// summed in double, products included: the variance is Σx²/M - mean², which
+// in float loses all its digits where the mean is large beside the spread
+// (a plane of nearly equal values), and then the normalized outputs change
+// with the order of the sums (P ranks' partial sums against one rank's).
 constexpr size_t kLanes = 16;
 
 template <bool Square>
@@ -285,7 +289,7 @@ __attribute__((always_inline)) inline void moments_body(double* s, const float* 
 #pragma GCC ivdep
       for (size_t c = 0; c < C; ++c) {
         s[c] += static_cast<double>(ur[c]);
-        s[C + c] += static_cast<double>(ur[c] * vr[c]);
+        s[C + c] += static_cast<double>(ur[c]) * static_cast<double>(vr[c]);
       }
     }
     return;
@@ -294,21 +298,23 @@ __attribute__((always_inline)) inline void moments_body(double* s, const float* 
     for (size_t c = 0; c < C; ++c) {
       const float* up = u + (o * C + c) * K;
       const float* vp = (Square ? u : v) + (o * C + c) * K;
-      float a1[kLanes] = {}, a2[kLanes] = {};
+      double a1[kLanes] = {}, a2[kLanes] = {};
       size_t k = 0;
       for (; k + kLanes <= K; k += kLanes)
         for (size_t j = 0; j < kLanes; ++j) {
-          a1[j] += up[k + j];
-          a2[j] += up[k + j] * vp[k + j];
+          const double x = up[k + j];
+          a1[j] += x;
+          a2[j] += x * static_cast<double>(vp[k + j]);
         }
       for (size_t j = 0; k + j < K; ++j) {
-        a1[j] += up[k + j];
-        a2[j] += up[k + j] * vp[k + j];
+        const double x = up[k + j];
+        a1[j] += x;
+        a2[j] += x * static_cast<double>(vp[k + j]);
       }
       double p1 = 0, p2 = 0;
       for (size_t j = 0; j < kLanes; ++j) {
-        p1 += static_cast<double>(a1[j]);
-        p2 += static_cast<double>(a2[j]);
+        p1 += a1[j];
+        p2 += a2[j];
       }
       s[c] += p1;
       s[C + c] += p2;

@@ -33,9 +33,9 @@ void maxpool_backward(float* dx, const float* dy, const int32_t* argmax, const W
 void avgpool_forward(float* y, const float* x, const Window2d& g, size_t planes, bool count_pad);
 void avgpool_backward(float* dx, const float* dy, const Window2d& g, size_t planes, bool count_pad);
 /// Per-channel sums over [outer, channels, inner]: s[c] = Σ u, s[channels + c]
-/// = Σ u·v (v = u: Σ u²). Each plane's `inner` values are summed in float in
-/// 16 lanes (element k in lane k mod 16, the lanes then added in order) and
-/// the planes in double, o = 0, 1, ...: the same bits at every ISA level.
+/// = Σ u·v (v = u: Σ u²), in double. Each plane's `inner` values are summed in
+/// 16 lanes (element k in lane k mod 16, the lanes then added in order), then
+/// the planes, o = 0, 1, ...: the same bits at every ISA level.
 void channel_moments(double* s, const float* u, const float* v, const BnShape& sh);
 /// BnApply and BnBackward, plane by plane.
 void bn_apply(float* y, const float* x, const float* a, const float* b, const BnShape& sh, bool relu);

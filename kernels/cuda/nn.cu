@@ -49,9 +49,9 @@ __global__ void moments_blocks(double* s, const float* u, const float* v, BnShap
     double a = 0.0, b = 0.0;
     for (size_t e = threadIdx.x; e < total; e += blockDim.x) {
       const size_t i = ((e / sh.inner) * sh.channels + c) * sh.inner + e % sh.inner;
-      const float x = u[i];
-      a += static_cast<double>(x);
-      b += static_cast<double>(x * v[i]);
+      const double x = u[i];
+      a += x;
+      b += x * static_cast<double>(v[i]);
     }
     p1[threadIdx.x] = a;
     p2[threadIdx.x] = b;

@@ -404,7 +404,7 @@ TEST(NnKernels, DropoutIsReproducibleAndInverted) {
 }
 
 // Batch norm's per-channel sums: every ISA build adds in the same order (16
-// float lanes per plane, lane k mod 16, lanes then planes in order), so the
+// double lanes per plane, lane k mod 16, lanes then planes in order), so the
 // result equals this loop bit for bit at every LPSGD_MAX_ISA level; and, for
 // inputs whose sums are exact, the plain sum.
 TEST(NnKernels, ChannelMomentsInTheirFixedOrder) {
@@ -420,16 +420,16 @@ TEST(NnKernels, ChannelMomentsInTheirFixedOrder) {
         const size_t base = (o * sh.channels + c) * sh.inner;
         if (sh.inner == 1) {  // feature vectors: in double, row by row
           want[c] += u[base];
-          want[sh.channels + c] += static_cast<double>(u[base] * v[base]);
+          want[sh.channels + c] += double{u[base]} * v[base];
           want_sq[c] += u[base];
-          want_sq[sh.channels + c] += static_cast<double>(u[base] * u[base]);
+          want_sq[sh.channels + c] += double{u[base]} * u[base];
           continue;
         }
-        float a[16] = {}, b[16] = {}, q[16] = {};
+        double a[16] = {}, b[16] = {}, q[16] = {};
         for (size_t k = 0; k < sh.inner; ++k) {
           a[k % 16] += u[base + k];
-          b[k % 16] += u[base + k] * v[base + k];
-          q[k % 16] += u[base + k] * u[base + k];
+          b[k % 16] += double{u[base + k]} * v[base + k];
+          q[k % 16] += double{u[base + k]} * u[base + k];
         }
         double pa = 0, pb = 0, pq = 0;
         for (int j = 0; j < 16; ++j) {
