@@ -20,7 +20,8 @@ Options:
                        mlp specs; IN must be C*H*W), alexnet or cnn:alexnet (lpsgd's:
                        3x3 convolutions of 64, 192, 384, 256, 256 channels with 2x2 max
                        pools after the 1st, 2nd and 5th, then Linear 4096, 4096, classes;
-                       28.5 M parameters on 1x28x28)
+                       28.5 M parameters on 1x28x28), resnet20 (or 6n+2 layers), resnet18,
+                       resnet34 or cnn:resnetN: lpsgd's residual networks with batch norm
   --batch B            samples per rank and step, as lpsgd's --batch
   --steps S            steps run in all (warm-up included)
   --warmup W           the first W steps are left out of the per-step timings (default 0)
@@ -107,6 +108,44 @@ def alexnet(c, h, w, classes):
         nn.Linear(flat, 4096), nn.ReLU(), nn.Linear(4096, 4096), nn.ReLU(), nn.Linear(4096, classes))
 
 
+class BasicBlock(nn.Module):
+    """He et al.'s basic block as lpsgd's (lib/model/desc.cpp Graph::basic_block):
+    conv3x3-BN-ReLU-conv3x3-BN, the input added back (through a 1x1 convolution
+    with BN where the stride or the channels change), then ReLU."""
+
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.shortcut = None
+        if stride != 1 or cin != cout:
+            self.shortcut = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, 0, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        y = self.bn2(self.conv2(torch.relu(self.bn1(self.conv1(x)))))
+        return torch.relu(y + (x if self.shortcut is None else self.shortcut(x)))
+
+
+def resnet(c, h, w, classes, widths, blocks, stem):
+    """lpsgd's cnn:resnetN: a stem (3x3 conv-BN-ReLU of widths[0], or for
+    resnet18/34 on inputs over 64 pixels ImageNet's 7x7/2 and 3x3/2 max pool),
+    stages of basic blocks (stride 2 at the start of every stage but the
+    first), global average pooling and the classifier."""
+    if stem == "small":
+        layers = [nn.Conv2d(c, widths[0], 3, 1, 1, bias=False), nn.BatchNorm2d(widths[0]), nn.ReLU()]
+    else:
+        layers = [nn.Conv2d(c, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(3, 2, 1)]
+    cin = widths[0]
+    for s, (width, n) in enumerate(zip(widths, blocks)):
+        for b in range(n):
+            layers.append(BasicBlock(cin, width, 2 if s > 0 and b == 0 else 1))
+            cin = width
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, classes)]
+    return nn.Sequential(*layers)
+
+
 def model_of(spec, shape, classes):
     """The same models as lpsgd's specs (see the docstring)."""
     c, h, w = shape
@@ -126,8 +165,15 @@ def model_of(spec, shape, classes):
                              nn.Linear(64 * (h // 4) * (w // 4), 512), nn.ReLU(), nn.Linear(512, classes))
     if spec in ("alexnet", "cnn:alexnet"):
         return alexnet(c, h, w, classes)
+    m = re.fullmatch(r"(?:cnn:)?resnet(\d+)", spec)
+    if m and int(m.group(1)) in (18, 34):
+        blocks = [2, 2, 2, 2] if m.group(1) == "18" else [3, 4, 6, 3]
+        return resnet(c, h, w, classes, [64, 128, 256, 512], blocks, "small" if max(h, w) <= 64 else "imagenet")
+    if m and int(m.group(1)) >= 8 and (int(m.group(1)) - 2) % 6 == 0:
+        n = (int(m.group(1)) - 2) // 6
+        return resnet(c, h, w, classes, [16, 32, 64], [n, n, n], "small")
     sys.exit(f"torch_train.py: error: unknown model '{spec}' (mlp, cnn, cnn:lenet, "
-             "mlp:IN-H1-...-OUT, alexnet or cnn:alexnet)")
+             "mlp:IN-H1-...-OUT, alexnet or cnn:alexnet, resnet20 (6n+2), resnet18, resnet34)")
 
 
 def main():

@@ -262,6 +262,16 @@ struct BnShape {
   LPSGD_HD size_t per_channel() const { return outer * inner; }
 };
 
+/// A ReLU fused after batch normalization, seen from backward: element i of
+/// channel c passed the ReLU where a[c] x[i] + b[c] > 0, the test BnApply's
+/// forward made with the same coefficients (a, b null: no ReLU). Backward
+/// reads the mask from x so the ReLU's output need not be read again.
+struct BnMask {
+  const float* a = nullptr;
+  const float* b = nullptr;
+  LPSGD_HD bool kept(size_t c, float x) const { return !a || a[c] * x + b[c] > 0.0f; }
+};
+
 /// Batch normalization's per-channel pass: out[i] = a[c] * x[i] + b[c] (a
 /// ReLU after it when `relu`), c the channel of element i. Forward (a, b:
 /// scale / std and shift - mean * scale / std) and, with the gradient's
@@ -280,9 +290,9 @@ struct BnApply {
   }
 };
 
-/// dx[i] = p[c] * dy[i] + q[c] * x[i] + r[c]: batch normalization's input
-/// gradient, linear in dy and x per channel once the batch's sums are known
-/// (see BnCoeffs).
+/// dx[i] = p[c] * dy'[i] + q[c] * x[i] + r[c]: batch normalization's input
+/// gradient, linear in dy' and x per channel once the batch's sums are known
+/// (see BnCoeffs); dy' is dy where the mask kept element i, else 0.
 struct BnBackward {
   float* dx;
   const float* dy;
@@ -291,9 +301,11 @@ struct BnBackward {
   const float* q;
   const float* r;
   BnShape s;
+  BnMask mask;
   LPSGD_HD void operator()(size_t i) const {
     const size_t c = (i / s.inner) % s.channels;
-    dx[i] = p[c] * dy[i] + q[c] * x[i] + r[c];
+    const float g = mask.kept(c, x[i]) ? dy[i] : 0.0f;
+    dx[i] = p[c] * g + q[c] * x[i] + r[c];
   }
 };
 

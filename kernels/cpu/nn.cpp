@@ -263,6 +263,18 @@ void avgpool_forward(float* y, const float* x, const Window2d& g, size_t planes,
 }
 
 void avgpool_backward(float* dx, const float* dy, const Window2d& g, size_t planes, bool count_pad) {
+  if (g.out_h == 1 && g.out_w == 1 && g.pad_h == 0 && g.pad_w == 0 && g.kernel_h == g.in_h &&
+      g.kernel_w == g.in_w) {
+    // Global pooling: every input of a plane gets its output's gradient over
+    // the plane's size (AvgPoolBackward's single term), without the gather's
+    // per-element search for the windows that cover it.
+    const size_t n = g.in_plane();
+    for (size_t p = 0; p < planes; ++p) {
+      const float v = dy[p] / avgpool_divisor(g, 0, 0, count_pad);
+      std::fill(dx + p * n, dx + (p + 1) * n, v);
+    }
+    return;
+  }
   launch(planes * g.in_plane(), AvgPoolBackward{dx, dy, g, count_pad});
 }
 
@@ -277,9 +289,9 @@ namespace {
 // with the order of the sums (P ranks' partial sums against one rank's).
 constexpr size_t kLanes = 16;
 
-template <bool Square>
+template <bool Square, bool Masked>
 __attribute__((always_inline)) inline void moments_body(double* s, const float* u, const float* v,
-                                                        const BnShape& sh) {
+                                                        const BnShape& sh, const BnMask& mask) {
   const size_t C = sh.channels, K = sh.inner;
   std::fill(s, s + 2 * C, 0.0);
   if (K == 1) {  // feature vectors: rows in order, vectorised over the channels
@@ -288,28 +300,46 @@ __attribute__((always_inline)) inline void moments_body(double* s, const float* 
       const float* vr = (Square ? u : v) + o * C;
 #pragma GCC ivdep
       for (size_t c = 0; c < C; ++c) {
-        s[c] += static_cast<double>(ur[c]);
-        s[C + c] += static_cast<double>(ur[c]) * static_cast<double>(vr[c]);
+        const float uu = ur[c];
+        const float g = !Masked || mask.a[c] * vr[c] + mask.b[c] > 0.0f ? uu : 0.0f;
+        s[c] += static_cast<double>(g);
+        s[C + c] += static_cast<double>(g) * static_cast<double>(vr[c]);
       }
     }
     return;
   }
+  // Planes: 16 lanes as four vectors of 8 doubles (GCC's vector types, the
+  // same arithmetic lane by lane at every ISA level: one AVX-512 register
+  // each, or two AVX2 ones, or four SSE2 ones), kept in registers.
+  using vf8 = float __attribute__((vector_size(32)));
+  using vd8 = double __attribute__((vector_size(64)));
   for (size_t o = 0; o < sh.outer; ++o)
     for (size_t c = 0; c < C; ++c) {
       const float* up = u + (o * C + c) * K;
       const float* vp = (Square ? u : v) + (o * C + c) * K;
-      double a1[kLanes] = {}, a2[kLanes] = {};
+      const float ma = Masked ? mask.a[c] : 0.0f, mb = Masked ? mask.b[c] : 0.0f;
+      vd8 s1[2] = {}, s2[2] = {};
       size_t k = 0;
       for (; k + kLanes <= K; k += kLanes)
-        for (size_t j = 0; j < kLanes; ++j) {
-          const double x = up[k + j];
-          a1[j] += x;
-          a2[j] += x * static_cast<double>(vp[k + j]);
+        for (size_t h = 0; h < 2; ++h) {  // lanes 0-7, then 8-15
+          vf8 uu, vv;
+          std::memcpy(&uu, up + k + 8 * h, sizeof uu);
+          std::memcpy(&vv, vp + k + 8 * h, sizeof vv);
+          if (Masked) uu = ma * vv + mb > 0.0f ? uu : vf8{};  // a select: no branch
+          const vd8 du = __builtin_convertvector(uu, vd8), dv = __builtin_convertvector(vv, vd8);
+          s1[h] += du;
+          s2[h] += du * dv;
         }
-      for (size_t j = 0; k + j < K; ++j) {
-        const double x = up[k + j];
-        a1[j] += x;
-        a2[j] += x * static_cast<double>(vp[k + j]);
+      double a1[kLanes], a2[kLanes];
+      for (size_t j = 0; j < kLanes; ++j) {
+        a1[j] = s1[j / 8][j % 8];
+        a2[j] = s2[j / 8][j % 8];
+      }
+      for (size_t j = 0; k + j < K; ++j) {  // the tail, into the first lanes
+        const float uu = up[k + j], vv = vp[k + j];
+        const double g = !Masked || ma * vv + mb > 0.0f ? static_cast<double>(uu) : 0.0;
+        a1[j] += g;
+        a2[j] += g * static_cast<double>(vv);
       }
       double p1 = 0, p2 = 0;
       for (size_t j = 0; j < kLanes; ++j) {
@@ -321,10 +351,12 @@ __attribute__((always_inline)) inline void moments_body(double* s, const float* 
     }
 }
 
-#define LPSGD_MOMENTS(suffix, attr)                                                          \
-  attr void moments_##suffix(double* s, const float* u, const float* v, const BnShape& sh) { \
-    if (u == v) moments_body<true>(s, u, v, sh);                                             \
-    else moments_body<false>(s, u, v, sh);                                                   \
+#define LPSGD_MOMENTS(suffix, attr)                                                   \
+  attr void moments_##suffix(double* s, const float* u, const float* v, const BnShape& sh, \
+                             const BnMask& m) {                                       \
+    if (m.a) moments_body<false, true>(s, u, v, sh, m);                               \
+    else if (u == v) moments_body<true, false>(s, u, v, sh, m);                       \
+    else moments_body<false, false>(s, u, v, sh, m);                                  \
   }
 LPSGD_MOMENTS(avx512, LPSGD_TARGET_AVX512)
 LPSGD_MOMENTS(avx2, LPSGD_TARGET_AVX2)
@@ -333,8 +365,8 @@ LPSGD_MOMENTS(baseline, )
 
 }  // namespace
 
-void channel_moments(double* s, const float* u, const float* v, const BnShape& sh) {
-  pick_by_isa(&moments_avx512, &moments_avx2, &moments_baseline)(s, u, v, sh);
+void channel_moments(double* s, const float* u, const float* v, const BnShape& sh, const BnMask& mask) {
+  pick_by_isa(&moments_avx512, &moments_avx2, &moments_baseline)(s, u, v, sh, mask);
 }
 
 void bn_apply(float* y, const float* x, const float* a, const float* b, const BnShape& sh, bool relu) {
@@ -358,7 +390,8 @@ void bn_apply(float* y, const float* x, const float* a, const float* b, const Bn
     }
 }
 
-void bn_backward(float* dx, const float* dy, const float* x, const float* pqr, const BnShape& sh) {
+void bn_backward(float* dx, const float* dy, const float* x, const float* pqr, const BnShape& sh,
+                 const BnMask& mask) {
   const size_t C = sh.channels, K = sh.inner;
   for (size_t o = 0; o < sh.outer; ++o)
     for (size_t c = 0; c < C; ++c) {
@@ -367,8 +400,18 @@ void bn_backward(float* dx, const float* dy, const float* x, const float* pqr, c
       const float* dyp = dy + base;
       const float* xp = x + base;
       float* dxp = dx + base;
+      if (mask.a) {
+        const float ma = mask.a[c], mb = mask.b[c];
 #pragma GCC ivdep
-      for (size_t k = 0; k < K; ++k) dxp[k] = p * dyp[k] + q * xp[k] + r;
+        for (size_t k = 0; k < K; ++k) {
+          const float d = dyp[k];  // read always: a conditional read does not vectorise
+          const float g = ma * xp[k] + mb > 0.0f ? d : 0.0f;
+          dxp[k] = p * g + q * xp[k] + r;
+        }
+      } else {
+#pragma GCC ivdep
+        for (size_t k = 0; k < K; ++k) dxp[k] = p * dyp[k] + q * xp[k] + r;
+      }
     }
 }
 

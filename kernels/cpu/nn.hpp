@@ -36,10 +36,13 @@ void avgpool_backward(float* dx, const float* dy, const Window2d& g, size_t plan
 /// = Σ u·v (v = u: Σ u²), in double. Each plane's `inner` values are summed in
 /// 16 lanes (element k in lane k mod 16, the lanes then added in order), then
 /// the planes, o = 0, 1, ...: the same bits at every ISA level.
-void channel_moments(double* s, const float* u, const float* v, const BnShape& sh);
+/// With a mask, u counts only where the mask kept v's element (v is then x).
+void channel_moments(double* s, const float* u, const float* v, const BnShape& sh,
+                     const BnMask& mask = {});
 /// BnApply and BnBackward, plane by plane.
 void bn_apply(float* y, const float* x, const float* a, const float* b, const BnShape& sh, bool relu);
-void bn_backward(float* dx, const float* dy, const float* x, const float* pqr, const BnShape& sh);
+void bn_backward(float* dx, const float* dy, const float* x, const float* pqr, const BnShape& sh,
+                 const BnMask& mask = {});
 /// y = a + b (max(., 0) after it with relu).
 void add_forward(float* y, const float* a, const float* b, size_t n, bool relu);
 /// y[o, c, k] += bias[c] over y [outer, channels, inner].

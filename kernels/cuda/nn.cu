@@ -42,14 +42,14 @@ __global__ void bias_grad_blocks(float* db, const T* dy, size_t outer, size_t ch
 
 // One block per channel: thread t sums the channel's elements t, t + T, ...
 // in double, a shared-memory tree adds the parts (as bias_grad_blocks).
-__global__ void moments_blocks(double* s, const float* u, const float* v, BnShape sh) {
+__global__ void moments_blocks(double* s, const float* u, const float* v, BnShape sh, BnMask mask) {
   __shared__ double p1[kThreads], p2[kThreads];
   const size_t total = sh.per_channel();
   for (size_t c = blockIdx.x; c < sh.channels; c += gridDim.x) {
     double a = 0.0, b = 0.0;
     for (size_t e = threadIdx.x; e < total; e += blockDim.x) {
       const size_t i = ((e / sh.inner) * sh.channels + c) * sh.inner + e % sh.inner;
-      const double x = u[i];
+      const double x = mask.kept(c, v[i]) ? u[i] : 0.0f;
       a += x;
       b += x * static_cast<double>(v[i]);
     }
@@ -180,10 +180,11 @@ void add_forward(float* y, const float* a, const float* b, size_t n, bool relu, 
   launch(n, AddForward{y, a, b, relu}, s);
 }
 
-void channel_moments(double* s, const float* u, const float* v, const BnShape& sh, cudaStream_t st) {
+void channel_moments(double* s, const float* u, const float* v, const BnShape& sh, const BnMask& mask,
+                     cudaStream_t st) {
   if (sh.channels == 0) return;
   const unsigned blocks = static_cast<unsigned>(sh.channels < 65535 ? sh.channels : 65535);
-  moments_blocks<<<blocks, kThreads, 0, st>>>(s, u, v, sh);
+  moments_blocks<<<blocks, kThreads, 0, st>>>(s, u, v, sh, mask);
   CUDA_CHECK(cudaGetLastError());
 }
 
@@ -197,8 +198,8 @@ void bn_apply(float* y, const float* x, const float* a, const float* b, const Bn
 }
 
 void bn_backward(float* dx, const float* dy, const float* x, const float* pqr, const BnShape& sh,
-                 cudaStream_t s) {
-  launch(sh.size(), BnBackward{dx, dy, x, pqr, pqr + sh.channels, pqr + 2 * sh.channels, sh}, s);
+                 const BnMask& mask, cudaStream_t s) {
+  launch(sh.size(), BnBackward{dx, dy, x, pqr, pqr + sh.channels, pqr + 2 * sh.channels, sh, mask}, s);
 }
 
 void bias_add(float* y, const float* bias, size_t outer, size_t channels, size_t inner,

@@ -32,13 +32,14 @@ void avgpool_backward(float* dx, const float* dy, const Window2d& g, size_t plan
 void add_forward(float* y, const float* a, const float* b, size_t n, bool relu, cudaStream_t s);
 /// Per-channel Σu, Σu·v in double: one block per channel, a fixed split over
 /// threads and a fixed tree (deterministic; agrees with the CPU to rounding).
-void channel_moments(double* s, const float* u, const float* v, const BnShape& sh, cudaStream_t st);
+void channel_moments(double* s, const float* u, const float* v, const BnShape& sh, const BnMask& mask,
+                     cudaStream_t st);
 void bn_forward_coeffs(const BnForwardCoeffs& f, cudaStream_t s);
 void bn_backward_coeffs(const BnBackwardCoeffs& f, cudaStream_t s);
 void bn_apply(float* y, const float* x, const float* a, const float* b, const BnShape& sh, bool relu,
               cudaStream_t s);
 void bn_backward(float* dx, const float* dy, const float* x, const float* pqr, const BnShape& sh,
-                 cudaStream_t s);
+                 const BnMask& mask, cudaStream_t s);
 void relu_forward(float* y, const float* x, size_t n, cudaStream_t s);
 void relu_backward(float* dx, const float* dy, const float* y, size_t n, cudaStream_t s);
 /// The same mask as the CPU for the same (seed, stream, counter).

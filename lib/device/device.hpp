@@ -172,18 +172,19 @@ class Device {
   /// y = a + b, then max(., 0) when relu (a residual join).
   virtual void add_forward(float* y, const float* a, const float* b, size_t n, bool relu) = 0;
   /// Batch normalization over [outer, channels, inner] (kernels/common/nn.hpp
-  /// BnShape): per-channel s[c] = Σu, s[C + c] = Σu·v in double (v may be u);
+  /// BnShape): per-channel s[c] = Σu, s[C + c] = Σu·v in double (v may be u;
+  /// with a mask (a fused ReLU), u counts where the mask kept v's element);
   /// the per-channel coefficients from such sums (BnForwardCoeffs,
   /// BnBackwardCoeffs); and the per-element passes (BnApply, BnBackward).
   /// Pointers are device memory, the sums included.
   virtual void channel_moments(double* s, const float* u, const float* v,
-                               const kernels::BnShape& sh) = 0;
+                               const kernels::BnShape& sh, const kernels::BnMask& mask) = 0;
   virtual void bn_forward_coeffs(const kernels::BnForwardCoeffs& f) = 0;
   virtual void bn_backward_coeffs(const kernels::BnBackwardCoeffs& f) = 0;
   virtual void bn_apply(float* y, const float* x, const float* a, const float* b,
                         const kernels::BnShape& sh, bool relu) = 0;
   virtual void bn_backward(float* dx, const float* dy, const float* x, const float* pqr,
-                           const kernels::BnShape& sh) = 0;
+                           const kernels::BnShape& sh, const kernels::BnMask& mask) = 0;
   /// Inverted dropout with drop probability p in [0, 1): the mask is a pure
   /// function of (seed, stream, counter, i), so the same call on dy is backward.
   virtual void dropout(float* out, const float* in, size_t n, float p, uint64_t seed,

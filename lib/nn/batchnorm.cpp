@@ -72,7 +72,7 @@ const Tensor& BatchNorm::do_forward(const Tensor& x, Mode mode) {
   auto* coef = coef_.as<float>();
   const bool train = mode == Mode::Train;
   if (train) {
-    dev_.channel_moments(stats, x.data(), x.data(), sh);
+    dev_.channel_moments(stats, x.data(), x.data(), sh, {});
     count_ = sync_and_count(stats);
   }
   dev_.bn_forward_coeffs(kernels::BnForwardCoeffs{
@@ -86,17 +86,18 @@ const Tensor& BatchNorm::do_forward(const Tensor& x, Mode mode) {
 
 const Tensor& BatchNorm::do_backward(const Tensor& dy) {
   const kernels::BnShape sh = shape_of_batch();
+  auto* coef = coef_.as<float>();
+  // A fused ReLU's mask, from x and the forward's coefficients (dy is the
+  // gradient after the ReLU: the ReLU layer passed it on unmasked).
+  const kernels::BnMask mask = relu_ ? kernels::BnMask{coef, coef + channels_} : kernels::BnMask{};
   double* local = stats_.as<double>() + 2 * channels_;
   double* global = local;
+  dev_.channel_moments(local, dy.data(), x_.data(), sh, mask);
   if (sync_) {
     global = local + 2 * channels_;
-    dev_.channel_moments(local, dy.data(), x_.data(), sh);
     dev_.copy(global, local, 2 * channels_ * sizeof(double));
     sync_and_count(global);
-  } else {
-    dev_.channel_moments(local, dy.data(), x_.data(), sh);
   }
-  auto* coef = coef_.as<float>();
   float* pqr = coef + 4 * channels_;
   dev_.bn_backward_coeffs(kernels::BnBackwardCoeffs{pqr, params_[0].grad.data(), params_[1].grad.data(),
                                                     local, global, params_[0].value.data(), coef, count_,
@@ -104,7 +105,7 @@ const Tensor& BatchNorm::do_backward(const Tensor& dy) {
   params_written();
   if (!input_grad_) return none_;
   dx_ = dx_mem_.tensor(dy.shape());
-  dev_.bn_backward(dx_.data(), dy.data(), x_.data(), pqr, sh);
+  dev_.bn_backward(dx_.data(), dy.data(), x_.data(), pqr, sh, mask);
   return dx_;
 }
 

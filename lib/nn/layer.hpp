@@ -89,6 +89,10 @@ class Layer {
   /// only masks the gradient. Returns whether this layer can (Linear,
   /// Conv2d, BatchNorm, Add); the Model asks before any forward.
   virtual bool fuse_relu() { return false; }
+  /// After fuse_relu(): whether this layer's backward also applies the
+  /// ReLU's mask to the gradient it receives (the ReLU layer then passes its
+  /// gradient on as it is), rather than the ReLU layer masking it first.
+  virtual bool masks_relu_gradient() const { return false; }
   /// dy: [N, output...] for the last forward, which must have been Mode::Train.
   /// Writes the parameter gradients; returns dx (for every input: a layer of
   /// several inputs passes each the same gradient), or an undefined tensor

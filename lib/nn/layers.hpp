@@ -194,6 +194,10 @@ class BatchNorm final : public Layer {
     relu_ = true;
     return true;
   }
+  /// Backward masks the gradient with the fused ReLU itself, testing x with
+  /// the forward's coefficients, in the passes it makes anyway: one pass
+  /// over dy and y saved.
+  bool masks_relu_gradient() const override { return relu_; }
   /// Statistics over every rank's batch (nullptr: this rank's alone).
   void set_sync(const BatchStatsSync* sync) { sync_ = sync; }
 
@@ -248,18 +252,24 @@ class ReLU final : public Layer {
   explicit ReLU(Device& dev) : Layer(dev), y_mem_(dev), dx_mem_(dev) {}
   std::string describe() const override { return "ReLU"; }
   std::string impl(int64_t) override {
-    return fused_ ? "fused into the layer before (backward: kernel)" : "device kernels";
+    if (!fused_) return "device kernels";
+    return pass_gradient_ ? "fused into the layer it reads (forward and backward)"
+                          : "fused into the layer it reads (backward: kernel)";
   }
-  /// The layer before already applied max(., 0) (AffineLayer::set_relu):
-  /// forward passes its input through, backward still masks the gradient.
-  void set_fused(bool on) { fused_ = on; }
+  /// The layer it reads already applied max(., 0) (Layer::fuse_relu):
+  /// forward passes its input through, and backward masks the gradient, or
+  /// with pass_gradient passes it on as it is (the layer masks it then).
+  void set_fused(bool on, bool pass_gradient = false) {
+    fused_ = on;
+    pass_gradient_ = on && pass_gradient;
+  }
 
  private:
   Shape do_setup(const Shape& input) override { return input; }
   const Tensor& do_forward(const Tensor& x, Mode mode) override;
   const Tensor& do_backward(const Tensor& dy) override;
 
-  bool fused_ = false;
+  bool fused_ = false, pass_gradient_ = false;
   Tensor y_, dx_;
   Scratch y_mem_, dx_mem_;
 };

@@ -100,7 +100,8 @@ void Model::finalize(uint64_t seed) {
     auto* relu = dynamic_cast<ReLU*>(layers_[l].get());
     const int j = inputs_[l][0];
     if (!relu || j == kInput || readers_[static_cast<size_t>(j)] != 1) continue;
-    if (layers_[static_cast<size_t>(j)]->fuse_relu()) relu->set_fused(true);
+    Layer& into = *layers_[static_cast<size_t>(j)];
+    if (into.fuse_relu()) relu->set_fused(true, into.masks_relu_gradient());
   }
   outs_.assign(layers_.size(), nullptr);
   grad_.assign(layers_.size() + 1, nullptr);
@@ -130,6 +131,7 @@ const Tensor& Model::forward(const Tensor& x, Mode mode, const LayerStartFn& bef
     for (int j : inputs_[l]) ins_.push_back(j == kInput ? &input_ : outs_[static_cast<size_t>(j)]);
     outs_[l] = &layers_[l]->forward(ins_.data(), ins_.size(), mode);
     if (traced) trace::complete(trace::Lane::Step, "layer", "fwd " + layers_[l]->describe(), t0, now_s());
+    if (observer_) observer_(l, false);
   }
   output_ = outs_.back();
   return *output_;
@@ -165,6 +167,7 @@ const Tensor& Model::backward(const Tensor& dlogits, const LayerDoneFn& on_layer
     // then neither it nor anything it reads has parameters to learn.
     if (!grad_[l]) {
       if (on_layer_done) on_layer_done(l);
+      if (observer_) observer_(l, true);
       continue;
     }
     const double t0 = trace::enabled() ? now_s() : 0;
@@ -174,9 +177,10 @@ const Tensor& Model::backward(const Tensor& dlogits, const LayerDoneFn& on_layer
       if (on_layer_done) on_layer_done(l);
     });
     if (t0 > 0) trace::complete(trace::Lane::Step, "layer", "bwd " + layers_[l]->describe(), t0, now_s());
-    if (!layers_[l]->input_grad()) continue;
-    for (int j : inputs_[l])
-      if (j != kInput || input_grad_on_) add_grad(j, dx);
+    if (layers_[l]->input_grad())
+      for (int j : inputs_[l])
+        if (j != kInput || input_grad_on_) add_grad(j, dx);
+    if (observer_) observer_(l, true);
   }
   static const Tensor none;
   const Tensor* in = grad_[layers_.size()];

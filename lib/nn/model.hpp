@@ -49,6 +49,12 @@ using LayerDoneFn = std::function<void(size_t layer_index)>;
 /// layer's update here.
 using LayerStartFn = std::function<void(size_t layer_index)>;
 
+/// Called by Model::forward and Model::backward right after layer
+/// `layer_index` has run its forward (backward false) or its backward
+/// (backward true; also for a layer no gradient reaches): for benchmarks that
+/// time each layer (on a GPU the work is only queued: synchronize first).
+using LayerObserver = std::function<void(size_t layer_index, bool backward)>;
+
 /// Where one parameter tensor lives in the arenas.
 struct ParamSlot {
   size_t layer;   ///< index of the layer in the model
@@ -142,6 +148,8 @@ class Model {
   /// Gives every BatchNorm layer the statistics of all ranks' batches through
   /// `sync` (borrowed; nullptr: each rank's own batch).
   void set_batch_stats_sync(const BatchStatsSync* sync);
+  /// Calls `f` after each layer's forward and backward from now on (none: {}).
+  void set_observer(LayerObserver f) { observer_ = std::move(f); }
   /// Whether some layer has state (batch norm).
   bool has_state() const { return state_total_ > 0; }
   /// Moves the parameter and gradient arenas, values and all, into memory the
@@ -207,6 +215,7 @@ class Model {
   std::vector<Tensor> sum_;
   std::vector<std::unique_ptr<Scratch>> sum_mem_;
   bool input_grad_on_ = false;
+  LayerObserver observer_;
   DeviceBuffer param_arena_, grad_arena_, state_arena_;  // the first two empty once place_arenas() moved them
   float* params_ = nullptr;
   float* grads_ = nullptr;

@@ -16,6 +16,10 @@ const Tensor& ReLU::do_forward(const Tensor& x, Mode) {
 
 const Tensor& ReLU::do_backward(const Tensor& dy) {
   if (!input_grad_) return none_;
+  if (pass_gradient_) {  // the layer it reads masks the gradient itself
+    dx_ = dy;
+    return dx_;
+  }
   dx_ = dx_mem_.tensor(dy.shape());
   dev_.relu_backward(dx_.data(), dy.data(), y_.data(), static_cast<size_t>(dy.numel()));
   return dx_;

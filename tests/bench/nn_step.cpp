@@ -9,7 +9,7 @@
 //   (defaults: mlp:784-512-256-10,cnn:lenet; 64,128; 30 steps; cpu; 1 thread;
 //   fp32)
 //
-// Layers run one by one, exactly as Model::forward_backward runs them, with
+// Layers run as Model::forward_backward runs them (in a graph's order), with
 // the device synchronised after each so its time is its own; each figure is
 // the median over the steps. "peak" is the FP32 peak of one core, measured
 // here by a loop of independent fused multiply-adds at the widest vector
@@ -172,39 +172,35 @@ void bench(Device& dev, const std::string& spec, int64_t batch, int steps, doubl
               static_cast<double>(batch) / step_s, steps);
   if (!per_layer) return;
 
-  // The same step layer by layer, each timed alone.
+  // The same step with the device synchronised after each layer, so its
+  // time is its own (the Model's observer; the gradient sums of a graph's
+  // fan-outs count to the layer whose backward produced the second term).
   const size_t nl = model->num_layers();
   std::vector<std::vector<double>> fwd(nl), bwd(nl);
   std::vector<double> loss_s, update_s;
   SoftmaxCrossEntropy loss(dev);
+  bool keep = false;
+  auto last = Clock::now();
+  model->set_observer([&](size_t l, bool backward) {
+    dev.synchronize();
+    if (keep) (backward ? bwd : fwd)[l].push_back(seconds_since(last));
+    last = Clock::now();
+  });
   for (int i = 0; i < steps + 2; ++i) {
-    const bool keep = i >= 2;
-    const Tensor* h = &xt;
-    for (size_t l = 0; l < nl; ++l) {
-      const auto t = Clock::now();
-      h = &model->layer(l).forward(*h, Mode::Train);
-      dev.synchronize();
-      if (keep) fwd[l].push_back(seconds_since(t));
-    }
+    keep = i >= 2;
+    last = Clock::now();
+    const Tensor& out = model->forward(xt, Mode::Train);
     auto t = Clock::now();
-    loss.forward(*h, labels, true);
+    loss.forward(out, labels, true);
     if (keep) loss_s.push_back(seconds_since(t));
-    const Tensor* g = &loss.grad();
-    bool flowing = true;  // as Model::backward: nothing below a layer without input gradient
-    for (size_t l = nl; l-- > 0;) {
-      t = Clock::now();
-      if (flowing) {
-        g = &model->layer(l).backward(*g);
-        flowing = model->layer(l).input_grad();
-      }
-      dev.synchronize();
-      if (keep) bwd[l].push_back(seconds_since(t));
-    }
+    last = Clock::now();
+    model->backward(loss.grad());
     t = Clock::now();
     sgd.step(*model, 0.01f);
     dev.synchronize();
     if (keep) update_s.push_back(seconds_since(t));
   }
+  model->set_observer({});
 
   std::vector<Row> rows;
   double total = 0.0;

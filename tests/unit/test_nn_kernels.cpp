@@ -444,9 +444,9 @@ TEST(NnKernels, ChannelMomentsInTheirFixedOrder) {
       }
     double* out = d.zeros<double>(2 * sh.channels);
     const float* du = d.put(u);
-    d.dev->channel_moments(out, du, d.put(v), sh);
+    d.dev->channel_moments(out, du, d.put(v), sh, {});
     EXPECT_EQ(d.get(out, 2 * sh.channels), want) << sh.outer << "x" << sh.channels << "x" << sh.inner;
-    d.dev->channel_moments(out, du, du, sh);  // Σu²
+    d.dev->channel_moments(out, du, du, sh, {});  // Σu²
     EXPECT_EQ(d.get(out, 2 * sh.channels), want_sq) << sh.outer << "x" << sh.channels << "x" << sh.inner;
     // Exact sums: small integers.
     const auto ints = small_ints(sh.size(), 3);
@@ -457,7 +457,7 @@ TEST(NnKernels, ChannelMomentsInTheirFixedOrder) {
       exact[sh.channels + c] += double{ints[i]} * ints[i];
     }
     const float* di = d.put(ints);
-    d.dev->channel_moments(out, di, di, sh);
+    d.dev->channel_moments(out, di, di, sh, {});
     EXPECT_EQ(d.get(out, 2 * sh.channels), exact);
   }
 }
@@ -479,8 +479,36 @@ TEST(NnKernels, BatchNormPassesMatchTheirFunctors) {
   kernels::cpu::launch(sh.size(), kernels::BnBackward{want.data(), dy.data(), x.data(), coef.data(), coef.data() + 5,
                                                       coef.data() + 10, sh});
   float* dx = d.zeros<float>(sh.size());
-  d.dev->bn_backward(dx, d.put(dy), d.put(x), d.put(coef), sh);
+  d.dev->bn_backward(dx, d.put(dy), d.put(x), d.put(coef), sh, {});
   EXPECT_EQ(d.get(dx, sh.size()), want);
+  // With a fused ReLU's mask (coefficients a, b: where a x + b > 0 the
+  // gradient counts), in both passes.
+  const kernels::BnMask m{coef.data(), coef.data() + 5};
+  std::vector<float> masked(sh.size());
+  kernels::cpu::launch(sh.size(), kernels::BnBackward{masked.data(), dy.data(), x.data(), coef.data(),
+                                                      coef.data() + 5, coef.data() + 10, sh, m});
+  const float* dcoef = d.put(coef);
+  d.dev->bn_backward(dx, d.put(dy), d.put(x), dcoef, sh, {dcoef, dcoef + 5});
+  EXPECT_EQ(d.get(dx, sh.size()), masked);
+  // Independently: the masked gradient where kept, 0 elsewhere; and the
+  // masked sums over the kept elements only.
+  size_t dropped = 0;
+  std::vector<double> sums(2 * sh.channels, 0.0);
+  for (size_t i = 0; i < sh.size(); ++i) {
+    const size_t c = (i / sh.inner) % sh.channels;
+    const bool kept = coef[c] * x[i] + coef[5 + c] > 0.0f;
+    dropped += kept ? 0 : 1;
+    const float g = kept ? dy[i] : 0.0f;
+    EXPECT_EQ(masked[i], coef[c] * g + coef[5 + c] * x[i] + coef[10 + c]) << i;
+    sums[c] += g;
+    sums[sh.channels + c] += double{g} * x[i];
+  }
+  EXPECT_GT(dropped, 0u);
+  EXPECT_LT(dropped, sh.size());
+  double* out = d.zeros<double>(2 * sh.channels);
+  d.dev->channel_moments(out, d.put(dy), d.put(x), sh, {dcoef, dcoef + 5});
+  const std::vector<double> got = d.get(out, 2 * sh.channels);
+  for (size_t k = 0; k < sums.size(); ++k) EXPECT_NEAR(got[k], sums[k], 1e-12 * (1 + std::abs(sums[k])));
   // The residual join.
   std::vector<float> sum(sh.size());
   for (size_t i = 0; i < sh.size(); ++i) sum[i] = std::max(x[i] + dy[i], 0.0f);

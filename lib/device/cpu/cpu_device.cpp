@@ -145,8 +145,8 @@ void CpuDevice::add_forward(float* y, const float* a, const float* b, size_t n, 
 }
 
 void CpuDevice::channel_moments(double* s, const float* u, const float* v,
-                                const kernels::BnShape& sh) {
-  kernels::cpu::channel_moments(s, u, v, sh);
+                                const kernels::BnShape& sh, const kernels::BnMask& mask) {
+  kernels::cpu::channel_moments(s, u, v, sh, mask);
 }
 
 void CpuDevice::bn_forward_coeffs(const kernels::BnForwardCoeffs& f) {
@@ -163,8 +163,8 @@ void CpuDevice::bn_apply(float* y, const float* x, const float* a, const float* 
 }
 
 void CpuDevice::bn_backward(float* dx, const float* dy, const float* x, const float* pqr,
-                            const kernels::BnShape& sh) {
-  kernels::cpu::bn_backward(dx, dy, x, pqr, sh);
+                            const kernels::BnShape& sh, const kernels::BnMask& mask) {
+  kernels::cpu::bn_backward(dx, dy, x, pqr, sh, mask);
 }
 
 void CpuDevice::dropout(float* out, const float* in, size_t n, float p, uint64_t seed,

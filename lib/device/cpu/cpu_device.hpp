@@ -56,14 +56,14 @@ class CpuDevice : public Device {
   void avgpool_backward(float* dx, const float* dy, const kernels::Window2d& g, size_t planes,
                         bool count_pad) override;
   void add_forward(float* y, const float* a, const float* b, size_t n, bool relu) override;
-  void channel_moments(double* s, const float* u, const float* v,
-                       const kernels::BnShape& sh) override;
+  void channel_moments(double* s, const float* u, const float* v, const kernels::BnShape& sh,
+                       const kernels::BnMask& mask) override;
   void bn_forward_coeffs(const kernels::BnForwardCoeffs& f) override;
   void bn_backward_coeffs(const kernels::BnBackwardCoeffs& f) override;
   void bn_apply(float* y, const float* x, const float* a, const float* b, const kernels::BnShape& sh,
                 bool relu) override;
   void bn_backward(float* dx, const float* dy, const float* x, const float* pqr,
-                   const kernels::BnShape& sh) override;
+                   const kernels::BnShape& sh, const kernels::BnMask& mask) override;
   void dropout(float* out, const float* in, size_t n, float p, uint64_t seed, uint64_t stream,
                uint64_t counter) override;
   void softmax_xent(float* grad, float* row_loss, int32_t* status, const float* logits,

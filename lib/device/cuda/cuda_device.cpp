@@ -517,10 +517,10 @@ class CudaDevice final : public Device {
     bind();
     kernels::cuda::add_forward(y, a, b, n, relu, stream_);
   }
-  void channel_moments(double* s, const float* u, const float* v,
-                       const kernels::BnShape& sh) override {
+  void channel_moments(double* s, const float* u, const float* v, const kernels::BnShape& sh,
+                       const kernels::BnMask& mask) override {
     bind();
-    kernels::cuda::channel_moments(s, u, v, sh, stream_);
+    kernels::cuda::channel_moments(s, u, v, sh, mask, stream_);
   }
   void bn_forward_coeffs(const kernels::BnForwardCoeffs& f) override {
     bind();
@@ -536,9 +536,9 @@ class CudaDevice final : public Device {
     kernels::cuda::bn_apply(y, x, a, b, sh, relu, stream_);
   }
   void bn_backward(float* dx, const float* dy, const float* x, const float* pqr,
-                   const kernels::BnShape& sh) override {
+                   const kernels::BnShape& sh, const kernels::BnMask& mask) override {
     bind();
-    kernels::cuda::bn_backward(dx, dy, x, pqr, sh, stream_);
+    kernels::cuda::bn_backward(dx, dy, x, pqr, sh, mask, stream_);
   }
   void dropout(float* out, const float* in, size_t n, float p, uint64_t seed, uint64_t stream,
                uint64_t counter) override {
