@@ -344,9 +344,10 @@ void layers(ModelDesc& m, const std::string& spec) {
   }
   tokens.push_back(cur);
   for (size_t i = 0; i < tokens.size(); ++i) {
-    const TokenParser p(spec, tokens[i]);
+    // NAME(ARGS)@INPUTS: the parser reads NAME(ARGS); INPUTS come after.
     const size_t at = tokens[i].find('@');
     const std::string t = tokens[i].substr(0, at);
+    const TokenParser p(spec, t);
     const std::string name = t.substr(0, t.find('('));
     LayerDesc l;
     if (at != std::string::npos) l.inputs = input_list(p, tokens[i].substr(at + 1), m.layers.size());

@@ -11,11 +11,13 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <queue>
 #include <set>
 #include <sstream>
 
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "core/log.hpp"
 #include "lpsgd/config.hpp"
 
 namespace lpsgd::model {
@@ -25,8 +27,9 @@ namespace pb = ::onnx;
 namespace {
 
 constexpr const char* kSupported =
-    "lpsgd reads Conv, Gemm, MatMul (+ Add of a bias), MaxPool, Relu, Flatten, Reshape (to 2-D), "
-    "Identity, Dropout (inference) and a final Softmax or LogSoftmax";
+    "lpsgd reads Conv, Gemm, MatMul (+ Add of a bias), BatchNormalization, MaxPool, AveragePool, "
+    "GlobalAveragePool, Relu, Add and Sum of values the graph computes (residual joins), Flatten, "
+    "Reshape (to 2-D), Identity, Dropout (inference) and a final Softmax or LogSoftmax";
 
 // Text from the file, fit for a one-line message: no control characters, not
 // too long.
@@ -79,6 +82,46 @@ void silence_protobuf() {
   (void)once;
 }
 
+// ONNX's BatchNormalization momentum m keeps m of the running statistics per
+// step (running = m running + (1 - m) batch); lpsgd's (PyTorch's) momentum is
+// the share of the batch, 1 - m. Written as float(1 - momentum).
+float onnx_momentum(float lpsgd_momentum) {
+  return static_cast<float>(1.0 - static_cast<double>(lpsgd_momentum));
+}
+
+// The shortest decimal (at most 9 significant digits, so exact) near
+// float(1 - m) that onnx_momentum writes back as m, if there is one: PyTorch's
+// 0.9f reads as 0.1 (canonical: the default), not as 0.100000024.
+bool short_momentum(float m, float& out) {
+  const double c = 1.0 - static_cast<double>(m);
+  for (int digits = 1; digits <= 9; ++digits) {
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%.*g", digits, c);
+    const float r = std::strtof(buf, nullptr);
+    if (r > 0 && r <= 1 && onnx_momentum(r) == m) {
+      out = r;
+      return true;
+    }
+  }
+  return false;
+}
+
+// lpsgd's momentum for ONNX momentum m in [0, 1): one that writes back as
+// itself, so that read -> write -> read is stable (several floats near 0.1
+// write as the same float near 0.9). Where no float writes back as m exactly,
+// the one for the nearest m that one does.
+float lpsgd_momentum(float m) {
+  float r = static_cast<float>(1.0 - static_cast<double>(m));
+  if (short_momentum(m, r)) return r;
+  for (int k = 0; k < 4; ++k) {
+    float next = static_cast<float>(1.0 - static_cast<double>(onnx_momentum(r)));
+    short_momentum(onnx_momentum(r), next);
+    if (next == r) break;
+    r = next;
+  }
+  return r;
+}
+
 struct Reader {
   std::string file;
   const pb::GraphProto* g = nullptr;
@@ -88,11 +131,20 @@ struct Reader {
   std::map<std::string, std::vector<int>> consumers;     // value -> nodes reading it as data
   std::map<std::string, int> producer;
   std::vector<bool> done;
+  std::vector<int> order;  // the nodes in a topological order: the file's, where it is one
+  // Each value read so far -> the lpsgd node that computes it, or kModelInput.
+  // Nodes that compute nothing (Identity, Dropout of ratio 0, the input
+  // scaling) give their output their input's node.
+  std::map<std::string, int> value;
+  std::set<std::string> unscaled;               // names of the input before its scaling
+  std::vector<std::vector<int64_t>> shapes;     // per-sample output of each lpsgd node
   ModelDesc m;
-  std::vector<int64_t> shape;  // per-sample shape of the current value
+  std::vector<int64_t> shape;  // per-sample shape of the current node's data input
+  int from = kModelInput;      // the lpsgd node (or kModelInput) computing that input
   int64_t fixed_batch = -1;    // the input's batch size when not symbolic
   bool layers_started = false, scaled = false, shifted = false, cast = false;
   int input_elem = 0;
+  std::string note;  // see read_onnx_bytes
 
   [[noreturn]] void fail(const std::string& what) const {
     LPSGD_USAGE_ERROR(file << ": " << what);
@@ -293,6 +345,32 @@ struct Reader {
         fail_node(i, "writes '" + clean(n.output(0)) + "', which is already a constant");
       done[static_cast<size_t>(i)] = true;
     }
+    // An Identity of a constant is that constant under another name: PyTorch
+    // keeps one initializer of equal tensors (an untrained network's batch
+    // norm ones and zeros, folded constants) and an Identity per other name.
+    std::map<std::string, std::vector<int>> identities;  // constant -> Identity nodes reading it
+    for (int i = 0; i < g->node_size(); ++i) {
+      const pb::NodeProto& n = g->node(i);
+      if (n.op_type() == "Identity" && (n.domain().empty() || n.domain() == "ai.onnx") &&
+          n.input_size() == 1 && n.output_size() == 1 && n.attribute_size() == 0 &&
+          !n.input(0).empty() && !n.output(0).empty())
+        identities[n.input(0)].push_back(i);
+    }
+    std::vector<std::string> todo;
+    for (const auto& [name, t] : consts)
+      if (identities.count(name)) todo.push_back(name);
+    while (!todo.empty()) {
+      const std::string name = todo.back();
+      todo.pop_back();
+      for (int i : identities[name]) {
+        if (done[static_cast<size_t>(i)]) continue;
+        const std::string& out = g->node(i).output(0);
+        if (!consts.emplace(out, consts[name]).second)
+          fail_node(i, "writes '" + clean(out) + "', which is already a constant");
+        done[static_cast<size_t>(i)] = true;
+        if (identities.count(out)) todo.push_back(out);
+      }
+    }
   }
 
   // Data edges, producers; a cycle is reported before anything is walked.
@@ -309,52 +387,79 @@ struct Reader {
           fail_node(i, "writes '" + clean(out) + "', which " + node_name(producer[out]) + " writes too");
       }
     }
-    // Kahn's algorithm over the data edges: whatever is left sits on a cycle.
+    // Kahn's algorithm over the data edges, the lowest node index first: the
+    // file's order where it is a topological one (ONNX requires it, and the
+    // lpsgd nodes then come in the order the writer wrote them); whatever is
+    // left sits on a cycle.
     std::vector<int> pending(static_cast<size_t>(g->node_size()), 0);
-    std::vector<int> ready;
+    std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
     for (int i = 0; i < g->node_size(); ++i) {
       if (done[static_cast<size_t>(i)]) continue;
       for (const std::string& in : g->node(i).input())
         if (!in.empty() && producer.count(in)) ++pending[static_cast<size_t>(i)];
-      if (pending[static_cast<size_t>(i)] == 0) ready.push_back(i);
+      if (pending[static_cast<size_t>(i)] == 0) ready.push(i);
     }
-    size_t sorted = 0;
     while (!ready.empty()) {
-      const int i = ready.back();
-      ready.pop_back();
-      ++sorted;
+      const int i = ready.top();
+      ready.pop();
+      order.push_back(i);
       for (const std::string& out : g->node(i).output()) {
         auto it = consumers.find(out);
         if (out.empty() || it == consumers.end()) continue;
         for (int c : it->second)
-          if (--pending[static_cast<size_t>(c)] == 0) ready.push_back(c);
+          if (--pending[static_cast<size_t>(c)] == 0) ready.push(c);
       }
     }
     size_t live = 0;
     for (int i = 0; i < g->node_size(); ++i) live += done[static_cast<size_t>(i)] ? 0 : 1;
-    if (sorted != live) {
+    if (order.size() != live) {
       for (int i = 0; i < g->node_size(); ++i)
         if (!done[static_cast<size_t>(i)] && pending[static_cast<size_t>(i)] > 0)
-          fail_node(i, "lies on a cycle of the graph; lpsgd reads sequential graphs (no cycles, no branches)");
+          fail_node(i, "lies on a cycle of the graph; lpsgd reads acyclic graphs");
     }
   }
 
-  // Node i's data input: the one input that is not a constant.
-  void one_data_input(int i, const std::string& cur) const {
-    int data = 0;
+  // The inputs of node i that the graph computes (not constants).
+  std::vector<std::string> data_names(int i) const {
+    std::vector<std::string> out;
     for (const std::string& in : g->node(i).input())
-      if (!in.empty() && !constant(in)) ++data;
-    if (data != 1)
-      fail_node(i, "reads " + std::to_string(data) + " values computed by the graph; lpsgd reads "
-                   "sequential graphs (each node takes the previous node's output)");
-    if (g->node(i).input_size() == 0 || g->node(i).input(0) != cur) {
-      const std::string& op = g->node(i).op_type();
-      if (op != "Add" && op != "Mul")  // commutative: the data may come second
-        fail_node(i, "takes '" + clean(cur) + "' as another input than its first");
-    }
+      if (!in.empty() && !constant(in)) out.push_back(in);
+    return out;
   }
 
-  // The extra outputs (Dropout's mask, MaxPool's indices) must not be used.
+  // The lpsgd node (or kModelInput) that computes value v, read by node i;
+  // `shape` becomes its per-sample shape.
+  int lookup(int i, const std::string& v) {
+    auto it = value.find(v);
+    if (it == value.end()) {
+      if (unscaled.count(v))
+        fail_node(i, "reads '" + clean(v) + "', the input before lpsgd's scaling (Cast, Mul, Add); "
+                     "every layer reads the scaled input");
+      fail_node(i, "reads '" + clean(v) + "', which is not the output of a node lpsgd reads");
+    }
+    shape = it->second == kModelInput ? m.input_shape : shapes[static_cast<size_t>(it->second)];
+    return it->second;
+  }
+
+  // Node i's one data input (the other inputs are constants), first unless
+  // the operation commutes (Add, Mul): the lpsgd node computing it.
+  int one_data_input(int i) {
+    const std::vector<std::string> data = data_names(i);
+    if (data.size() != 1)
+      fail_node(i, "reads " + std::to_string(data.size()) + " values computed by the graph; lpsgd "
+                   "joins two values only with Add or Sum (a residual join), every other operation "
+                   "takes one");
+    const pb::NodeProto& n = g->node(i);
+    if (n.input(0) != data[0] && n.op_type() != "Add" && n.op_type() != "Mul")
+      fail_node(i, "takes '" + clean(data[0]) + "' as another input than its first");
+    return lookup(i, data[0]);
+  }
+
+  // Node i's output computes what lpsgd node `node` (or the input) does.
+  void produce(int i, int node) { value[g->node(i).output(0)] = node; }
+
+  // The extra outputs (Dropout's mask, MaxPool's indices, a batch norm's
+  // statistics in training mode) must not be used.
   void unused_extra_outputs(int i, const std::string& graph_out) const {
     const pb::NodeProto& n = g->node(i);
     for (int k = 1; k < n.output_size(); ++k) {
@@ -407,18 +512,29 @@ struct Reader {
     }
   }
 
-  void add_layer(int i, LayerDesc l) {
+  // Appends layer l, made from node i and reading `reads` (lpsgd nodes or
+  // kModelInput); its index.
+  int add_layer(int i, LayerDesc l, const std::vector<int>& reads) {
     l.origin = node_name(i);
+    const int self = static_cast<int>(m.layers.size());
+    if (reads != std::vector<int>{self - 1}) l.inputs = reads;
+    const auto shape_of = [&](int j) -> const std::vector<int64_t>& {
+      return j == kModelInput ? m.input_shape : shapes[static_cast<size_t>(j)];
+    };
+    if (l.kind == LayerKind::Add && shape_of(reads[0]) != shape_of(reads[1]))
+      fail_node(i, "adds per-sample shapes " + ints(shape_of(reads[0])) + " and " + ints(shape_of(reads[1])) +
+                       "; lpsgd adds two values of one shape (no broadcasting)");
     try {
-      const std::vector<int64_t> out = output_shape(l, shape);
-      shape = out;
+      shapes.push_back(output_shape(l, shape_of(reads[0])));
     } catch (const Error& e) {
       fail(e.message());
     }
     m.layers.push_back(std::move(l));
+    return self;
   }
+  int add_layer(int i, LayerDesc l) { return add_layer(i, std::move(l), {from}); }
 
-  void conv(int i) {
+  int conv(int i) {
     allow_attrs(i, {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"});
     begin_layer(i);
     if (attr_int(i, "group", 1) != 1)
@@ -449,7 +565,7 @@ struct Reader {
       l.params.push_back({b.name(), {l.out}, floats(i, b, "bias '" + clean(b.name()) + "'")});
     }
     if (n.input_size() > 3) fail_node(i, "has more than three inputs");
-    add_layer(i, std::move(l));
+    return add_layer(i, std::move(l));
   }
 
   // weight [out, in] (transposed from [in, out] when `transposed`).
@@ -484,7 +600,7 @@ struct Reader {
     l.params.push_back({b.name(), {l.out}, floats(i, b, "bias '" + clean(b.name()) + "'")});
   }
 
-  void gemm(int i) {
+  int gemm(int i) {
     allow_attrs(i, {"alpha", "beta", "transA", "transB"});
     begin_layer(i);
     if (attr_float(i, "alpha", 1.0) != 1.0 || attr_float(i, "beta", 1.0) != 1.0)
@@ -496,17 +612,18 @@ struct Reader {
     const pb::NodeProto& n = g->node(i);
     l.bias = false;
     if (n.input_size() > 2 && !n.input(2).empty()) linear_bias(i, param(i, 2, "bias (C)"), l);
-    add_layer(i, std::move(l));
+    return add_layer(i, std::move(l));
   }
 
-  // MatMul by [in, out], and the Add of a bias right after it when there is one.
-  int matmul(int i, const std::string& graph_out) {
+  // MatMul by [in, out], and the Add of a bias right after it when there is
+  // one (then `last` is that Add).
+  int matmul(int i, const std::string& graph_out, int& last) {
     allow_attrs(i, {});
     begin_layer(i);
     LayerDesc l;
     linear_weight(i, param(i, 1, "weight"), true, l);
     l.bias = false;
-    int last = i;
+    last = i;
     const std::string& y = g->node(i).output(0);
     auto it = consumers.find(y);
     if (y != graph_out && it != consumers.end() && it->second.size() == 1) {
@@ -522,21 +639,20 @@ struct Reader {
         }
       }
     }
-    add_layer(i, std::move(l));
-    return last;
+    return add_layer(i, std::move(l));
   }
 
-  void maxpool(int i) {
+  int maxpool(int i) {
     allow_attrs(i, {"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order", "strides"});
     begin_layer(i);
     if (shape.size() != 3) fail_node(i, "needs an input [N, C, H, W], got per-sample " + ints(shape));
     LayerDesc l;
     l.kind = LayerKind::MaxPool;
     window(i, l, true);
-    add_layer(i, std::move(l));
+    return add_layer(i, std::move(l));
   }
 
-  void flatten(int i) {
+  int flatten(int i) {
     allow_attrs(i, {"axis"});
     begin_layer(i);
     const int64_t axis = attr_int(i, "axis", 1);
@@ -544,10 +660,10 @@ struct Reader {
       fail_node(i, "axis " + std::to_string(axis) + " is not supported (axis 1: [N, ...] to [N, features])");
     LayerDesc l;
     l.kind = LayerKind::Flatten;
-    add_layer(i, std::move(l));
+    return add_layer(i, std::move(l));
   }
 
-  void reshape(int i) {
+  int reshape(int i) {
     allow_attrs(i, {"allowzero"});
     begin_layer(i);
     if (attr_int(i, "allowzero", 0) != 0) fail_node(i, "allowzero 1 is not supported");
@@ -562,10 +678,10 @@ struct Reader {
                        std::to_string(features) + "] only (shape [-1, " + std::to_string(features) + "] or [0, -1])");
     LayerDesc l;
     l.kind = LayerKind::Flatten;
-    add_layer(i, std::move(l));
+    return add_layer(i, std::move(l));
   }
 
-  void dropout(int i) {
+  int dropout(int i) {
     allow_attrs(i, {"ratio", "seed", "is_test"});
     begin_layer(i);
     const pb::NodeProto& n = g->node(i);
@@ -576,14 +692,14 @@ struct Reader {
                    "(model.eval(), or torch.onnx.export's default training mode)");
     if (n.input_size() > 3) fail_node(i, "has more than three inputs");
     if (!(ratio >= 0 && ratio < 1)) fail_node(i, "ratio " + std::to_string(ratio) + " is not in [0, 1)");
-    if (ratio == 0) return;  // the identity, training or not
+    if (ratio == 0) return from;  // the identity
     LayerDesc l;
     l.kind = LayerKind::Dropout;
     l.p = static_cast<float>(ratio);
-    add_layer(i, std::move(l));
+    return add_layer(i, std::move(l));
   }
 
-  void softmax(int i, const std::string& graph_out) {
+  int softmax(int i, const std::string& graph_out) {
     allow_attrs(i, {"axis"});
     const pb::NodeProto& n = g->node(i);
     if (n.output(0) != graph_out)
@@ -594,10 +710,118 @@ struct Reader {
     if (axis != 1 && axis != -1)
       fail_node(i, "axis " + std::to_string(axis) + " is not supported (the classes' axis, 1 or -1)");
     m.output = n.op_type() == "Softmax" ? Output::Softmax : Output::LogSoftmax;
+    return from;  // the loss's: the scores are the last layer's
   }
 
-  // Cast, Mul and Add as the input scaling lpsgd export writes.
-  void scaling(int i, const std::string& cur) {
+  int relu(int i) {
+    allow_attrs(i, {});
+    begin_layer(i);
+    LayerDesc l;
+    l.kind = LayerKind::Relu;
+    return add_layer(i, std::move(l));
+  }
+
+  // X normalized with the running statistics input_mean and input_var,
+  // scaled and shifted: scale and B become the layer's parameters, the
+  // statistics its state. A graph exported in training mode (training_mode 1
+  // from opset 14, or the running statistics as outputs 1 and 2 before)
+  // reads alike: lpsgd's batch norm uses the batch's statistics in training
+  // and the running ones in evaluation, whatever the graph says; the extra
+  // outputs must be unused (unused_extra_outputs).
+  int batchnorm(int i) {
+    allow_attrs(i, {"epsilon", "momentum", "spatial", "training_mode"});
+    begin_layer(i);
+    if (shape.size() != 3 && shape.size() != 1)
+      fail_node(i, "needs an input [N, C, H, W] or [N, C], got per-sample " + ints(shape));
+    if (attr_int(i, "spatial", 1) != 1)
+      fail_node(i, "spatial " + std::to_string(attr_int(i, "spatial", 1)) +
+                       " is not supported; lpsgd normalizes per channel (spatial 1)");
+    const int64_t mode = attr_int(i, "training_mode", 0);
+    if (mode != 0 && mode != 1) fail_node(i, "training_mode " + std::to_string(mode) + " is neither 0 nor 1");
+    const pb::NodeProto& n = g->node(i);
+    if (n.input_size() != 5)
+      fail_node(i, "has " + std::to_string(n.input_size()) + " inputs; BatchNormalization takes X, scale, B, "
+                   "input_mean and input_var");
+    if (n.output_size() > 5) fail_node(i, "has more than five outputs");
+    const double eps = attr_float(i, "epsilon", 1e-5);
+    if (!(eps > 0 && eps <= 1)) fail_node(i, "epsilon " + std::to_string(eps) + " is not in (0, 1]");
+    const double mom = attr_float(i, "momentum", 0.9);
+    if (!(mom >= 0 && mom < 1))
+      fail_node(i, "momentum " + std::to_string(mom) + " is not in [0, 1); lpsgd's running statistics take "
+                   "1 - momentum of each batch's, which must be in (0, 1]");
+    LayerDesc l;
+    l.kind = LayerKind::BatchNorm;
+    l.eps = static_cast<float>(eps);
+    l.momentum = lpsgd_momentum(static_cast<float>(mom));
+    const int64_t c = shape[0];
+    const char* what[] = {"scale", "B", "input_mean", "input_var"};
+    for (int k = 1; k <= 4; ++k) {
+      const pb::TensorProto& t = param(i, k, what[k - 1]);
+      const std::string desc = std::string(what[k - 1]) + " '" + clean(t.name()) + "'";
+      if (dims(t) != std::vector<int64_t>{c})
+        fail_node(i, desc + " is " + ints(dims(t)) + ", expected [" + std::to_string(c) + "] (one per channel)");
+      Tensor v{t.name(), {c}, floats(i, t, desc)};
+      if (k == 4)
+        for (float x : v.data)
+          if (x < 0) fail_node(i, desc + " holds a negative variance");
+      (k <= 2 ? l.params : l.state).push_back(std::move(v));
+    }
+    return add_layer(i, std::move(l));
+  }
+
+  int avgpool(int i) {
+    allow_attrs(i, {"auto_pad", "ceil_mode", "count_include_pad", "kernel_shape", "pads", "strides"});
+    begin_layer(i);
+    if (shape.size() != 3) fail_node(i, "needs an input [N, C, H, W], got per-sample " + ints(shape));
+    LayerDesc l;
+    l.kind = LayerKind::AvgPool;
+    window(i, l, true);
+    const int64_t pad = attr_int(i, "count_include_pad", 0);  // ONNX's default: not counted
+    if (pad != 0 && pad != 1) fail_node(i, "count_include_pad " + std::to_string(pad) + " is neither 0 nor 1");
+    l.count_pad = pad == 1;
+    return add_layer(i, std::move(l));
+  }
+
+  int global_avgpool(int i) {
+    allow_attrs(i, {});
+    begin_layer(i);
+    if (shape.size() != 3) fail_node(i, "needs an input [N, C, H, W], got per-sample " + ints(shape));
+    LayerDesc l;
+    l.kind = LayerKind::GlobalAvgPool;
+    return add_layer(i, std::move(l));
+  }
+
+  // Add of two values the graph computes, or Sum of any number of them: a
+  // residual join; Sum of more than two becomes a chain of lpsgd Adds, of one
+  // the value itself.
+  int join(int i) {
+    allow_attrs(i, {});
+    const pb::NodeProto& n = g->node(i);
+    std::vector<int> in;
+    for (const std::string& v : n.input()) {
+      if (v.empty()) fail_node(i, "has an empty input");
+      if (constant(v))
+        fail_node(i, "adds the constant '" + clean(v) + "' to values computed by the graph; lpsgd reads "
+                     "Sum only of values computed by the graph, and Add of a constant only as a "
+                     "MatMul's bias or the input scaling");
+      in.push_back(lookup(i, v));
+    }
+    if (in.empty()) fail_node(i, "has no inputs");
+    if (in.size() == 1) return in[0];
+    begin_layer(i);
+    int sum = in[0];
+    for (size_t k = 1; k < in.size(); ++k) {
+      LayerDesc l;
+      l.kind = LayerKind::Add;
+      sum = add_layer(i, std::move(l), {sum, in[k]});
+    }
+    return sum;
+  }
+
+  // Cast, Mul and Add as the input scaling lpsgd export writes: their output
+  // is the model's input from then on, the value they read is no longer.
+  int scaling(int i) {
+    const std::string cur = data_names(i).at(0);
     const pb::NodeProto& n = g->node(i);
     const std::string& op = n.op_type();
     const std::string why = "; lpsgd reads " + op + " only as the input scaling at the start of a graph "
@@ -610,7 +834,7 @@ struct Reader {
           attr_int(i, "to", 0) != pb::TensorProto::FLOAT)
         fail_node(i, "is not supported here (to float32, of a uint8 input, first)" + why);
       cast = true;
-      return;
+      return scaled_input();
     }
     allow_attrs(i, {});
     const std::string other = n.input_size() != 2 ? "" : n.input(0) == cur ? n.input(1) : n.input(0);
@@ -630,6 +854,17 @@ struct Reader {
     if (op == "Mul") scaled = true;
     else shifted = true;
     if (op == "Add" && !scaled) m.scale.assign(v.size(), 1.0f);
+    return scaled_input();
+  }
+
+  // Before any layer, every value read is the input under one name or
+  // another; a scaling node makes them all stale (lookup says so).
+  int scaled_input() {
+    for (auto it = value.begin(); it != value.end();) {
+      unscaled.insert(it->first);
+      it = value.erase(it);
+    }
+    return kModelInput;
   }
 
   // ---- the walk ---------------------------------------------------------------------------------
@@ -643,8 +878,19 @@ struct Reader {
       for (const auto* v : inputs) names += (names.empty() ? "" : ", ") + clean(v->name());
       fail("has " + std::to_string(inputs.size()) + " inputs (" + names + "); lpsgd reads graphs with one input");
     }
-    if (g->output_size() != 1)
-      fail("has " + std::to_string(g->output_size()) + " outputs; lpsgd reads graphs with one output");
+    if (g->output_size() != 1) {
+      std::string names, hint;
+      for (const pb::ValueInfoProto& v : g->output()) {
+        names += (names.empty() ? "" : ", ") + clean(v.name());
+        auto p = producer.find(v.name());
+        if (p != producer.end() && g->node(p->second).op_type() == "BatchNormalization" &&
+            g->node(p->second).output(0) != v.name())
+          hint = " (the running statistics of " + node_name(p->second) + " among them: lpsgd keeps a "
+                 "batch norm's statistics itself; export the graph without them)";
+      }
+      fail("has " + std::to_string(g->output_size()) + " outputs (" + names + "); lpsgd reads graphs "
+           "with one output" + hint);
+    }
     const pb::ValueInfoProto& x = *inputs[0];
     in = x.name();
     out = g->output(0).name();
@@ -670,71 +916,90 @@ struct Reader {
     if (in == out) fail("input is the output: the graph computes nothing");
   }
 
-  void walk() {
-    std::string cur, out;
-    input_and_output(cur, out);
-    if (consumers.count(out)) fail("output '" + clean(out) + "' is also read by a node; lpsgd reads sequential graphs");
-    // Every value a node reads is the input, a constant or another node's output.
-    for (int i = 0; i < g->node_size(); ++i) {
-      if (done[static_cast<size_t>(i)]) continue;
-      for (const std::string& v : g->node(i).input())
-        if (!v.empty() && v != cur && !constant(v) && !producer.count(v))
-          fail_node(i, "reads '" + clean(v) + "', which is neither the input, an initializer nor a node's output");
+  // Refuses nodes that do not lead to the output: lpsgd's model output is
+  // its last node's, and every other node's output is read.
+  void every_node_leads_to(const std::string& out) const {
+    std::vector<bool> live(static_cast<size_t>(g->node_size()), false);
+    std::vector<std::string> todo{out};
+    while (!todo.empty()) {
+      const std::string v = todo.back();
+      todo.pop_back();
+      auto p = producer.find(v);
+      if (p == producer.end() || live[static_cast<size_t>(p->second)]) continue;
+      live[static_cast<size_t>(p->second)] = true;
+      for (const std::string& in : g->node(p->second).input())
+        if (!in.empty() && producer.count(in)) todo.push_back(in);
     }
-    int steps = 0;
-    while (cur != out) {
-      auto it = consumers.find(cur);
-      if (it == consumers.end() || it->second.empty()) {
-        if (!producer.count(out)) fail("output '" + clean(out) + "' is computed by no node");
-        fail("'" + clean(cur) + "' leads nowhere: no node reads it and it is not the output '" + clean(out) + "'");
-      }
-      if (it->second.size() > 1) {
-        for (int c : it->second)
-          if (g->node(c).op_type() == "Shape")
-            fail("the graph branches: " + node_name(c) + " computes a shape from '" + clean(cur) +
-                 "' (PyTorch's x.view(x.size(0), -1)); lpsgd needs constant shapes: use "
-                 "torch.flatten(x, 1), or export with a fixed batch size");
-        fail("the graph branches: '" + clean(cur) + "' feeds " + node_name(it->second[0]) + " and " +
-             node_name(it->second[1]) + "; lpsgd reads sequential graphs");
-      }
-      const int i = it->second[0];
-      if (done[static_cast<size_t>(i)] || ++steps > g->node_size())
-        fail_node(i, "is reached twice; lpsgd reads sequential graphs");
+    for (int i : order)
+      if (!live[static_cast<size_t>(i)])
+        fail_node(i, "does not lead to the output '" + clean(out) + "'; lpsgd reads graphs whose every "
+                     "node leads to the output");
+  }
+
+  void walk() {
+    std::string in, out;
+    input_and_output(in, out);
+    if (consumers.count(out))
+      fail("output '" + clean(out) + "' is also read by a node; lpsgd's model output is its last "
+           "node's, which no node reads");
+    // Every value a node reads is the input, a constant or another node's output.
+    for (int i : order)
+      for (const std::string& v : g->node(i).input())
+        if (!v.empty() && v != in && !constant(v) && !producer.count(v))
+          fail_node(i, "reads '" + clean(v) + "', which is neither the input, an initializer nor a node's output");
+    if (!producer.count(out)) fail("output '" + clean(out) + "' is computed by no node");
+    every_node_leads_to(out);
+    value[in] = kModelInput;
+    // The nodes in topological order: each one's inputs are known by then.
+    for (int i : order) {
+      if (done[static_cast<size_t>(i)]) continue;  // a MatMul's bias Add, taken with it
       done[static_cast<size_t>(i)] = true;
       const pb::NodeProto& n = g->node(i);
       if (!(n.domain().empty() || n.domain() == "ai.onnx"))
         fail_node(i, "is of domain '" + clean(n.domain()) + "'; " + kSupported);
       if (n.output_size() < 1 || n.output(0).empty()) fail_node(i, "has no output");
-      one_data_input(i, cur);
       unused_extra_outputs(i, out);
       const std::string& op = n.op_type();
-      int last = i;
-      if (op == "Conv") conv(i);
-      else if (op == "Gemm") gemm(i);
-      else if (op == "MatMul") last = matmul(i, out);
-      else if (op == "MaxPool") maxpool(i);
-      else if (op == "Relu") {
-        allow_attrs(i, {});
-        begin_layer(i);
-        LayerDesc l;
-        l.kind = LayerKind::Relu;
-        add_layer(i, l);
-      } else if (op == "Flatten") flatten(i);
-      else if (op == "Reshape") reshape(i);
+      if (op == "Shape")
+        fail_node(i, "computes a shape from '" + clean(n.input_size() ? n.input(0) : "") +
+                         "' (PyTorch's x.view(x.size(0), -1)); lpsgd needs constant shapes: use "
+                         "torch.flatten(x, 1), or export with a fixed batch size");
+      static const std::set<std::string> known{
+          "Add", "AveragePool", "BatchNormalization", "Cast", "Conv", "Dropout", "Flatten", "Gemm",
+          "GlobalAveragePool", "Identity", "LogSoftmax", "MatMul", "MaxPool", "Mul", "Relu", "Reshape",
+          "Softmax", "Sum"};
+      if (!known.count(op)) fail_node(i, "operation not supported; " + std::string(kSupported));
+      if (op == "Sum" || (op == "Add" && data_names(i).size() == 2)) {
+        produce(i, join(i));
+        continue;
+      }
+      from = one_data_input(i);
+      int last = i, node = from;
+      if (op == "Conv") node = conv(i);
+      else if (op == "Gemm") node = gemm(i);
+      else if (op == "MatMul") node = matmul(i, out, last);
+      else if (op == "BatchNormalization") node = batchnorm(i);
+      else if (op == "MaxPool") node = maxpool(i);
+      else if (op == "AveragePool") node = avgpool(i);
+      else if (op == "GlobalAveragePool") node = global_avgpool(i);
+      else if (op == "Relu") node = relu(i);
+      else if (op == "Flatten") node = flatten(i);
+      else if (op == "Reshape") node = reshape(i);
       else if (op == "Identity") allow_attrs(i, {});
-      else if (op == "Dropout") dropout(i);
-      else if (op == "Softmax" || op == "LogSoftmax") softmax(i, out);
-      else if (op == "Cast" || op == "Mul" || op == "Add") scaling(i, cur);
-      else fail_node(i, "operation not supported; " + std::string(kSupported));
-      cur = g->node(last).output(0);
+      else if (op == "Dropout") node = dropout(i);
+      else if (op == "Softmax" || op == "LogSoftmax") node = softmax(i, out);
+      else node = scaling(i);  // Cast, Mul, Add
+      produce(last, node);
     }
-    for (int i = 0; i < g->node_size(); ++i)
-      if (!done[static_cast<size_t>(i)])
-        fail_node(i, "is not on the path from the input to the output; lpsgd reads sequential graphs");
     if (cast && !scaled) fail("a uint8 input needs lpsgd's scaling (Cast, Mul, Add) first");
     if (input_elem == pb::TensorProto::UINT8 && !cast)
       fail("input is uint8 but the graph does not Cast it first");
     if (m.layers.empty()) fail("has no layers lpsgd can train (" + std::string(kSupported) + ")");
+    // Every node leads to the output, so the output is the last layer's.
+    auto it = value.find(out);
+    if (it == value.end() || it->second != static_cast<int>(m.layers.size()) - 1)
+      fail("output '" + clean(out) + "' is not the output of the graph's last layer");
+    shape = shapes.back();
     if (shape.size() != 1)
       fail("output '" + clean(out) + "' is per-sample " + ints(shape) + "; lpsgd trains classifiers with outputs [N, classes]");
     // The declared output shape, when there is one, must agree.
@@ -746,6 +1011,41 @@ struct Reader {
              std::to_string(shape[0]) + "] its nodes compute");
     }
     if (scaled && m.scale.size() != m.shift.size()) m.shift.assign(m.scale.size(), 0.0f);
+    // The graph as lpsgd checks every model (each node's output read, and so on).
+    try {
+      node_shapes(m, m.input_shape);
+    } catch (const Error& e) {
+      fail(e.message());
+    }
+  }
+
+  // PyTorch's export in eval mode (torch.onnx.export's default) folds each
+  // batch norm into the convolution before it: the graph has no
+  // BatchNormalization, and those convolutions a bias and weights named as
+  // PyTorch names the constants it makes ("onnx::Conv_193"), not as module
+  // parameters ("conv1.weight"). Such a graph trains, without batch
+  // normalization; a caller may want to say so.
+  void folded_batchnorm_note(const pb::ModelProto& mp) {
+    if (mp.producer_name() != "pytorch") return;
+    size_t convs = 0, folded = 0;
+    std::string example;
+    for (const LayerDesc& l : m.layers) {
+      if (l.kind == LayerKind::BatchNorm) return;
+      if (l.kind != LayerKind::Conv) continue;
+      ++convs;
+      const std::string& w = l.params.at(0).name;
+      const bool parameter = w.size() >= 6 && w.compare(w.size() - 6, 6, "weight") == 0;
+      if (l.bias && !parameter) {
+        ++folded;
+        if (example.empty()) example = clean(w);
+      }
+    }
+    if (folded == 0) return;
+    note = file + ": " + std::to_string(folded) + " of its " + std::to_string(convs) +
+           " convolutions look like PyTorch folded a batch normalization into them (a bias, weights "
+           "named like '" + example + "', no BatchNormalization: torch.onnx.export in eval mode); "
+           "they train as convolutions with a bias, without batch normalization (export with "
+           "training=torch.onnx.TrainingMode.PRESERVE, model.eval(), or TRAINING to keep it)";
   }
 
   ModelDesc read(const void* data, size_t size) {
@@ -763,6 +1063,7 @@ struct Reader {
     collect_constants();
     link();
     walk();
+    folded_batchnorm_note(mp);
     m.spec = m.canonical();
     return std::move(m);
   }
@@ -830,15 +1131,28 @@ void int_attr(pb::NodeProto& n, const char* name, int64_t v) {
   a->set_type(pb::AttributeProto::INT);
   a->set_i(v);
 }
+void float_attr(pb::NodeProto& n, const char* name, float v) {
+  pb::AttributeProto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(pb::AttributeProto::FLOAT);
+  a->set_f(v);
+}
+void window_attrs(pb::NodeProto& n, const LayerDesc& l) {
+  ints_attr(n, "kernel_shape", {l.kernel_h, l.kernel_w});
+  ints_attr(n, "strides", {l.stride_h, l.stride_w});
+  ints_attr(n, "pads", {l.pad_h, l.pad_w, l.pad_h, l.pad_w});
+}
 
 }  // namespace
 
 bool onnx_available() { return true; }
 
-ModelDesc read_onnx_bytes(const void* data, size_t size, const std::string& name) {
+ModelDesc read_onnx_bytes(const void* data, size_t size, const std::string& name, std::string* note) {
   Reader r;
   r.file = clean(name);
-  return r.read(data, size);
+  ModelDesc d = r.read(data, size);
+  if (note) *note = r.note;
+  return d;
 }
 
 ModelDesc read_onnx(const std::string& path) {
@@ -848,11 +1162,16 @@ ModelDesc read_onnx(const std::string& path) {
   buf << in.rdbuf();
   if (in.bad()) LPSGD_USAGE_ERROR(path << ": cannot read the ONNX model");
   const std::string bytes = buf.str();
-  return read_onnx_bytes(bytes.data(), bytes.size(), path);
+  std::string note;
+  ModelDesc d = read_onnx_bytes(bytes.data(), bytes.size(), path, &note);
+  // Rank 0's log, once per reading of the file (a run reads it once).
+  if (!note.empty()) LPSGD_INFO(note);
+  return d;
 }
 
 std::string onnx_bytes(const ModelDesc& d) {
   LPSGD_CHECK(!d.input_shape.empty(), "ONNX export needs the model's input shape");
+  LPSGD_CHECK(!d.layers.empty(), "ONNX export needs a model with layers");
   pb::ModelProto mp;
   mp.set_ir_version(7);  // what opset 13 goes with
   mp.set_producer_name("lpsgd");
@@ -874,14 +1193,11 @@ std::string onnx_bytes(const ModelDesc& d) {
   const bool u8 = d.input_type == InputType::U8;
   set_shape(*g.add_input(), u8 ? pb::TensorProto::UINT8 : pb::TensorProto::FLOAT, d.input_shape);
   g.mutable_input(0)->set_name("input");
-  std::string cur = "input";
-  int value = 0;
-  auto next = [&value]() { return "x" + std::to_string(value++); };
+  std::string input = "input";
   // The input scaling, as lpsgd's loader does it: float(v) * scale + shift.
   if (u8) {
-    const std::string y = next();
-    int_attr(add_node(g, "Cast", "input_cast", {cur}, y), "to", pb::TensorProto::FLOAT);
-    cur = y;
+    int_attr(add_node(g, "Cast", "input_cast", {input}, "input.float"), "to", pb::TensorProto::FLOAT);
+    input = "input.float";
   }
   if (!d.scale.empty()) {
     LPSGD_CHECK(d.scale.size() == d.shift.size(), "input scale and shift differ in size");
@@ -889,23 +1205,28 @@ std::string onnx_bytes(const ModelDesc& d) {
     if (d.input_shape.size() == 3) sd = {sd[0], 1, 1};
     add_tensor(g, "input.scale", sd, d.scale);
     add_tensor(g, "input.shift", sd, d.shift);
-    std::string y = next();
-    add_node(g, "Mul", "input_scale", {cur, "input.scale"}, y);
-    cur = y;
-    y = next();
-    add_node(g, "Add", "input_shift", {cur, "input.shift"}, y);
-    cur = y;
+    add_node(g, "Mul", "input_scale", {input, "input.scale"}, "input.scaled");
+    add_node(g, "Add", "input_shift", {"input.scaled", "input.shift"}, "input.shifted");
+    input = "input.shifted";
   } else {
     LPSGD_CHECK(!u8, "a uint8 input needs the input scaling");
   }
 
-  std::vector<int64_t> shape = d.input_shape;
+  // Node i's output is the value "layers.I.out" (the last one's "scores"),
+  // which the nodes that read node i name.
+  const std::vector<std::vector<int64_t>> shapes = node_shapes(d, d.input_shape);
+  const auto out_of = [&](int j) {
+    if (j == kModelInput) return input;
+    const bool last = static_cast<size_t>(j) + 1 == d.layers.size() && d.output == Output::Logits;
+    return last ? std::string("scores") : "layers." + std::to_string(j) + ".out";
+  };
   for (size_t i = 0; i < d.layers.size(); ++i) {
     const LayerDesc& l = d.layers[i];
     const std::string base = "layers." + std::to_string(i);
-    const bool last = i + 1 == d.layers.size() && d.output == Output::Logits;
-    const std::string y = last ? "scores" : next();
-    const auto want = param_shapes(l, shape);
+    const std::vector<int> from = d.inputs_of(i);
+    const std::string x = out_of(from[0]), y = out_of(static_cast<int>(i));
+    const std::vector<int64_t>& in = from[0] == kModelInput ? d.input_shape : shapes[static_cast<size_t>(from[0])];
+    const auto want = param_shapes(l, in);
     if (!want.empty()) {
       LPSGD_CHECK(l.params.size() == want.size(), "layer " << i << " (" << kind_name(l.kind)
                                                             << ") has no tensors to export");
@@ -917,59 +1238,94 @@ std::string onnx_bytes(const ModelDesc& d) {
     switch (l.kind) {
       case LayerKind::Conv: {
         add_tensor(g, base + ".weight", want[0], l.params[0].data);
-        std::vector<std::string> in{cur, base + ".weight"};
+        std::vector<std::string> ins{x, base + ".weight"};
         if (l.bias) {
           add_tensor(g, base + ".bias", want[1], l.params[1].data);
-          in.push_back(base + ".bias");
+          ins.push_back(base + ".bias");
         }
-        pb::NodeProto& n = add_node(g, "Conv", base + ".conv", in, y);
-        ints_attr(n, "kernel_shape", {l.kernel_h, l.kernel_w});
-        ints_attr(n, "strides", {l.stride_h, l.stride_w});
-        ints_attr(n, "pads", {l.pad_h, l.pad_w, l.pad_h, l.pad_w});
+        pb::NodeProto& n = add_node(g, "Conv", base + ".conv", ins, y);
+        window_attrs(n, l);
         ints_attr(n, "dilations", {1, 1});
         int_attr(n, "group", 1);
         break;
       }
       case LayerKind::Linear: {
         add_tensor(g, base + ".weight", want[0], l.params[0].data);
-        std::vector<std::string> in{cur, base + ".weight"};
+        std::vector<std::string> ins{x, base + ".weight"};
         if (l.bias) {
           add_tensor(g, base + ".bias", want[1], l.params[1].data);
-          in.push_back(base + ".bias");
+          ins.push_back(base + ".bias");
         }
-        int_attr(add_node(g, "Gemm", base + ".gemm", in, y), "transB", 1);
+        int_attr(add_node(g, "Gemm", base + ".gemm", ins, y), "transB", 1);
         break;
       }
-      case LayerKind::MaxPool: {
-        pb::NodeProto& n = add_node(g, "MaxPool", base + ".maxpool", {cur}, y);
-        ints_attr(n, "kernel_shape", {l.kernel_h, l.kernel_w});
-        ints_attr(n, "strides", {l.stride_h, l.stride_w});
-        ints_attr(n, "pads", {l.pad_h, l.pad_w, l.pad_h, l.pad_w});
+      case LayerKind::BatchNorm: {
+        // Inference form: normalized with the running statistics (the
+        // state; zeros and ones where the description has none).
+        const auto st = state_shapes(l, in);
+        std::vector<std::vector<float>> stats;
+        if (l.state.empty()) {
+          stats = {std::vector<float>(static_cast<size_t>(st[0][0]), 0.0f),
+                   std::vector<float>(static_cast<size_t>(st[1][0]), 1.0f)};
+        } else {
+          LPSGD_CHECK(l.state.size() == st.size(), "layer " << i << " (batchnorm) has " << l.state.size()
+                                                           << " state tensors, expected " << st.size());
+          for (size_t k = 0; k < st.size(); ++k) {
+            LPSGD_CHECK(l.state[k].shape == st[k], "layer " << i << " state " << k << " is "
+                                                            << shape_str(l.state[k].shape) << ", expected "
+                                                            << shape_str(st[k]));
+            stats.push_back(l.state[k].data);
+          }
+        }
+        add_tensor(g, base + ".weight", want[0], l.params[0].data);
+        add_tensor(g, base + ".bias", want[1], l.params[1].data);
+        add_tensor(g, base + "." + state_name(0), st[0], stats[0]);
+        add_tensor(g, base + "." + state_name(1), st[1], stats[1]);
+        pb::NodeProto& n = add_node(g, "BatchNormalization", base + ".batchnorm",
+                                    {x, base + ".weight", base + ".bias", base + "." + state_name(0),
+                                     base + "." + state_name(1)},
+                                    y);
+        float_attr(n, "epsilon", l.eps);
+        float_attr(n, "momentum", onnx_momentum(l.momentum));
         break;
       }
+      case LayerKind::MaxPool:
+        window_attrs(add_node(g, "MaxPool", base + ".maxpool", {x}, y), l);
+        break;
+      case LayerKind::AvgPool: {
+        pb::NodeProto& n = add_node(g, "AveragePool", base + ".avgpool", {x}, y);
+        window_attrs(n, l);
+        int_attr(n, "count_include_pad", l.count_pad ? 1 : 0);  // ONNX's default is 0, PyTorch's 1
+        break;
+      }
+      case LayerKind::GlobalAvgPool:
+        add_node(g, "GlobalAveragePool", base + ".gavgpool", {x}, y);
+        break;
+      case LayerKind::Add:
+        add_node(g, "Add", base + ".add", {x, out_of(from.at(1))}, y);
+        break;
       case LayerKind::Relu:
-        add_node(g, "Relu", base + ".relu", {cur}, y);
+        add_node(g, "Relu", base + ".relu", {x}, y);
         break;
       case LayerKind::Flatten:
-        int_attr(add_node(g, "Flatten", base + ".flatten", {cur}, y), "axis", 1);
+        int_attr(add_node(g, "Flatten", base + ".flatten", {x}, y), "axis", 1);
         break;
       case LayerKind::Dropout: {
         pb::TensorProto* t = g.add_initializer();
         t->set_name(base + ".ratio");
         t->set_data_type(pb::TensorProto::FLOAT);
         t->add_float_data(l.p);
-        add_node(g, "Dropout", base + ".dropout", {cur, base + ".ratio"}, y);
+        add_node(g, "Dropout", base + ".dropout", {x, base + ".ratio"}, y);
         break;
       }
     }
-    shape = output_shape(l, shape);
-    cur = y;
   }
+  const std::vector<int64_t> shape = shapes.back();
   LPSGD_CHECK(shape.size() == 1, "the model's output is per-sample " << shape_str(shape)
                                                                     << ", not [classes]");
   if (d.output != Output::Logits) {
     pb::NodeProto& n = add_node(g, d.output == Output::Softmax ? "Softmax" : "LogSoftmax",
-                                "output", {cur}, "scores");
+                                "output", {out_of(static_cast<int>(d.layers.size()) - 1)}, "scores");
     int_attr(n, "axis", 1);
   }
   set_shape(*g.add_output(), pb::TensorProto::FLOAT, shape);

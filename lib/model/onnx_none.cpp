@@ -16,7 +16,7 @@ namespace {
 
 bool onnx_available() { return false; }
 ModelDesc read_onnx(const std::string& path) { missing(path); }
-ModelDesc read_onnx_bytes(const void*, size_t, const std::string& name) { missing(name); }
+ModelDesc read_onnx_bytes(const void*, size_t, const std::string& name, std::string*) { missing(name); }
 std::string onnx_bytes(const ModelDesc&) { missing("ONNX export"); }
 void write_onnx(const std::string& path, const ModelDesc&) { missing(path); }
 

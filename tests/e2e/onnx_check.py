@@ -478,8 +478,10 @@ def error_graphs(work):
     save("float64-initializer", g, pattern=r"is float64; lpsgd reads float32")
     g = lenet_like(); g.node("Flatten").gemm(700, 10)
     save("wrong-shape-initializer", g, pattern=r"for 700 input features, but the input has 784")
+    # Two computed values into another operation than Add or Sum (a residual
+    # Add of the same two trains: lpsgd reads graphs).
     g = lenet_like(); g.node("Relu"); a = g.cur; g.node("Relu"); b = g.cur
-    g.nodes.append(helper.make_node("Add", [a, b], ["s"], name="join")); g.cur = "s"; g.node("Flatten").gemm(784, 10)
+    g.nodes.append(helper.make_node("Mul", [a, b], ["s"], name="join")); g.cur = "s"; g.node("Flatten").gemm(784, 10)
     save("branch", g, pattern=r"the graph branches|reads 2 values computed by the graph")
     # A cycle: relu2 feeds back into relu1.
     g = lenet_like(); g.nodes += [helper.make_node("Add", ["x", "r2"], ["r1"], name="a1"),

@@ -4,7 +4,8 @@
 // (tests/unit/io_fixtures.hpp, tests/tools/make_ckpt.cpp).
 //
 //   make_seeds OUTDIR   writes OUTDIR/idx/*, OUTDIR/dataset/*, OUTDIR/ckpt/* and, built
-//                       with ONNX, OUTDIR/onnx/* (graphs lpsgd export writes)
+//                       with ONNX, OUTDIR/onnx/* (graphs lpsgd export writes, chains
+//                       and residual graphs, and one in PyTorch's training form)
 // The config harness's seeds are text, committed under tests/fuzz/corpus/config.
 #include <zlib.h>
 
@@ -20,6 +21,9 @@
 #include "lpsgd/config.hpp"
 #include "model/desc.hpp"
 #include "model/onnx.hpp"
+#if LPSGD_HAVE_ONNX
+#include <onnx/onnx_pb.h>
+#endif
 
 using namespace lpsgd;
 namespace fs = std::filesystem;
@@ -138,9 +142,45 @@ void ckpt_seeds(const std::string& dir) {
   }
 }
 
+#if LPSGD_HAVE_ONNX
+// A graph lpsgd wrote, rewritten the way PyTorch writes a training-mode
+// export: every batch norm with its statistics as two more (unused)
+// outputs, the first one's scale read through an Identity of the
+// initializer (PyTorch's shared initializers), residual Adds as Sum.
+std::string pytorch_form(const std::string& bytes) {
+  onnx::ModelProto mp;
+  LPSGD_CHECK(mp.ParseFromString(bytes), "cannot parse a seed graph");
+  mp.set_producer_name("pytorch");
+  onnx::GraphProto& g = *mp.mutable_graph();
+  bool aliased = false;
+  for (onnx::NodeProto& n : *g.mutable_node()) {
+    if (n.op_type() == "BatchNormalization") {
+      n.add_output(n.name() + ".running_mean");
+      n.add_output(n.name() + ".running_var");
+      if (!aliased) {
+        onnx::NodeProto* id = g.add_node();
+        id->set_op_type("Identity");
+        id->set_name("shared_scale");
+        id->add_input(n.input(1));
+        id->add_output(n.input(1) + ".alias");
+        n.set_input(1, n.input(1) + ".alias");
+        aliased = true;
+      }
+    }
+    if (n.op_type() == "Add" && n.name() != "input_shift") n.set_op_type("Sum");
+  }
+  // The Identity reads an initializer only: first, as a topological order has it.
+  for (int i = g.node_size() - 1; aliased && i > 0; --i) g.mutable_node()->SwapElements(i, i - 1);
+  std::string out;
+  LPSGD_CHECK(mp.SerializeToString(&out), "cannot write a seed graph");
+  return out;
+}
+#endif
+
 // Graphs as lpsgd export writes them: every operation, uint8 and float input,
-// softmax outputs, flat input; tensors small so the fuzzer's mutations reach
-// the structure.
+// softmax outputs, flat input, residual joins (of two nodes, of the input, of
+// a node with itself) with batch norms on planes and on features, both
+// average pools; tensors small so the fuzzer's mutations reach the structure.
 void onnx_seeds(const std::string& dir) {
   const std::pair<const char*, std::vector<int64_t>> models[] = {
       {"layers:conv(2,3x3,s1x1,p1x1)-relu-maxpool(2x2,s2x2,p0x0)-flatten-linear(3)", {1, 4, 4}},
@@ -148,21 +188,36 @@ void onnx_seeds(const std::string& dir) {
        "linear(2,nobias)-softmax",
        {2, 5, 4}},
       {"layers:linear(3)-relu-linear(2)-logsoftmax", {1, 2, 2}},
+      {"layers:conv(2,3x3,s1x1,p1x1,nobias)-batchnorm-relu-conv(2,3x3,s1x1,p1x1,nobias)-"
+       "batchnorm(0.001,0.2)-add@4+2-relu-avgpool(2x2,s2x2,p1x1)-gavgpool-flatten-linear(3)",
+       {1, 4, 4}},
+      {"layers:relu-add@in+0-avgpool(3x3,s1x1,p1x1,nopadcount)-add@2+2-flatten-batchnorm-linear(2)-"
+       "softmax",
+       {2, 3, 3}},
   };
   int i = 0;
   for (const auto& [spec, shape] : models) {
     model::ModelDesc d = model::from_spec(spec, shape);
-    std::vector<int64_t> s = d.input_shape;
+    const auto shapes = model::node_shapes(d, d.input_shape);
     float v = 0.125f;
-    for (model::LayerDesc& l : d.layers) {
+    for (size_t n = 0; n < d.layers.size(); ++n) {
+      model::LayerDesc& l = d.layers[n];
+      const int from = d.inputs_of(n)[0];
+      const std::vector<int64_t>& s = from == model::kModelInput ? d.input_shape : shapes[static_cast<size_t>(from)];
       for (const auto& ps : model::param_shapes(l, s)) {
-        int64_t n = 1;
-        for (int64_t x : ps) n *= x;
+        int64_t count = 1;
+        for (int64_t x : ps) count *= x;
         model::Tensor t{"", ps, {}};
-        for (int64_t k = 0; k < n; ++k) t.data.push_back(v = -v * 1.5f + 0.25f);
+        for (int64_t k = 0; k < count; ++k) t.data.push_back(v = -v * 1.5f + 0.25f);
         l.params.push_back(t);
       }
-      s = model::output_shape(l, s);
+      for (const auto& ss : model::state_shapes(l, s)) {  // means around 0, variances around 1
+        model::Tensor t{"", ss, {}};
+        const bool mean = l.state.empty();
+        for (int64_t k = 0; k < ss[0]; ++k)
+          t.data.push_back((mean ? 0.0f : 1.0f) + (mean ? 0.125f : 0.25f) * static_cast<float>(k));
+        l.state.push_back(t);
+      }
     }
     d.input_type = i == 0 ? model::InputType::U8 : model::InputType::F32;
     // Per channel for [C, H, W], per value for a flat [D]: both d.input_shape[0].
@@ -171,8 +226,15 @@ void onnx_seeds(const std::string& dir) {
     d.shift.assign(scales, i == 0 ? -0.5f : 0.0f);
     if (i == 2) d.scale.clear(), d.shift.clear();  // no scaling: the graph takes scaled input
     const std::string bytes = model::onnx_bytes(d);
-    write_bytes(dir + "/model" + std::to_string(i++) + ".onnx",
+    write_bytes(dir + "/model" + std::to_string(i) + ".onnx",
                 std::vector<uint8_t>(bytes.begin(), bytes.end()), false);
+#if LPSGD_HAVE_ONNX
+    if (i == 3) {  // the residual graph with batch norms
+      const std::string torch = pytorch_form(bytes);
+      write_bytes(dir + "/pytorch-training-form.onnx", std::vector<uint8_t>(torch.begin(), torch.end()), false);
+    }
+#endif
+    ++i;
   }
 }
 
