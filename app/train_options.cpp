@@ -7,6 +7,7 @@
 #include "comm/types.hpp"
 #include "core/cli.hpp"
 #include "core/error.hpp"
+#include "io/augment.hpp"
 
 namespace lpsgd::app {
 namespace {
@@ -95,7 +96,8 @@ bool parse_train_options(int argc, char** argv, TrainOptions& out) {
     ("device", po::value(&device)->default_value(device), "cpu or cuda")
     ("threads", po::value(&threads)->default_value(threads), "compute threads per rank (OpenBLAS and oneDNN)")
     ("cache-mb", cli::value_with_default(&c.cache_mb), "hold the dataset in memory up to this size")
-    ("prefetch", po::value(&c.prefetch)->default_value(c.prefetch), "batches prepared ahead by the loader thread");
+    ("prefetch", po::value(&c.prefetch)->default_value(c.prefetch), "batches prepared ahead by the loader thread")
+    ("augment", po::value(&c.augment)->value_name("SPEC"), "augment training batches (never evaluation): crop:PAD (zero-pad PAD pixels each side, crop back at a random offset; the padding is a stored 0), flip (mirror left-right with probability 1/2), or crop:PAD,flip; each sample's draw depends on (seed, epoch, sample) only");
   po::variables_map vm;
   if (!cli::parse(argc, argv, desc, vm, "usage: lpsgd train --data F.h5 [--model SPEC] [options] (or --config FILE)"))
     return false;
@@ -125,6 +127,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& out) {
   cli::require_range("window", c.window, 1, 16);
   cli::require_range("threads", threads, 1, 1024);
   cli::require_range("prefetch", c.prefetch, 0, 64);
+  io::parse_augment(c.augment);  // a bad spec is a usage error now; the data's shape is checked by the loader
   if (checkpoint_failure != "warn" && checkpoint_failure != "abort")
     LPSGD_USAGE_ERROR("--checkpoint-failure must be warn or abort, got '" << checkpoint_failure << "'");
   c.checkpoint_failure_abort = checkpoint_failure == "abort";

@@ -37,13 +37,13 @@ PACKAGES=(
   libopenblas-dev
   libdnnl-dev
   libgtest-dev googletest
-  zlib1g-dev
+  zlib1g-dev libzip-dev
   libxxhash-dev
   libsimgrid-dev
   slurm-wlm munge
   dataset-fashion-mnist
   python3-h5py python3-matplotlib python3-numpy
-  libonnx-dev libprotobuf-dev python3-onnx python3-venv python3-torch
+  libonnx-dev libprotobuf-dev python3-onnx python3-venv python3-torch python3-torchvision
   shellcheck
   clang clang-14 libclang-rt-14-dev libfuzzer-14-dev
   iproute2 hostname

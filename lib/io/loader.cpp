@@ -64,6 +64,11 @@ Loader::Loader(LoaderOptions opt) : opt_(std::move(opt)) {
                                 << " x " << opt_.world << " ranks = " << G);
 
   input_scaling(s.type, split_.attrs, s.c, scale_, shift_);
+  augmenting_ = opt_.augment.any() && opt_.coverage == Coverage::DropLast;
+  if (augmenting_) {
+    check_augment(opt_.augment, s.h, s.w, opt_.path + ": /" + opt_.split);
+    scratch_.resize(static_cast<size_t>(s.sample_elems()));
+  }
 
   if (!streaming_) {
     raw_.resize(sample_bytes * static_cast<size_t>(s.n));
@@ -138,7 +143,7 @@ Loader::Item Loader::produce(const LoaderState& pos, Batch&& reuse) {
   const auto B = static_cast<uint64_t>(opt_.batch), r = static_cast<uint64_t>(opt_.rank);
   const uint64_t lo = std::min(end, pos.cursor + r * B), hi = std::min(end, pos.cursor + (r + 1) * B);
   const std::vector<int64_t>& order = order_for(pos.epoch);
-  fill(it.batch, order.data() + lo, static_cast<int64_t>(hi - lo));
+  fill(it.batch, order.data() + lo, static_cast<int64_t>(hi - lo), pos.epoch);
   it.batch.epoch = pos.epoch;
   it.batch.cursor = pos.cursor;
   it.after = LoaderState{pos.epoch, end};
@@ -184,7 +189,7 @@ const unsigned char* Loader::stored_sample(int64_t index) {
   return slot->data.data() + static_cast<size_t>(index - chunk * chunk_rows_) * sample_bytes;
 }
 
-void Loader::fill(Batch& b, const int64_t* indices, int64_t count) {
+void Loader::fill(Batch& b, const int64_t* indices, int64_t count, uint64_t epoch) {
   const SplitShape& s = split_.shape;
   const int64_t elems = s.sample_elems(), plane = s.h * s.w;
   b.size = count;
@@ -196,7 +201,10 @@ void Loader::fill(Batch& b, const int64_t* indices, int64_t count) {
     b.y[static_cast<size_t>(j)] = split_.y[static_cast<size_t>(indices[j])];
     // Converted at once: in streaming mode the next sample may evict this chunk.
     const unsigned char* src = stored_sample(indices[j]);
-    float* dst = b.x.data() + j * elems;
+    float* const out = b.x.data() + j * elems;
+    // Augmenting: normalised into the scratch sample, then cropped and
+    // flipped into the batch, the padding being a stored 0 (shift).
+    float* dst = augmenting_ ? scratch_.data() : out;
     for (int64_t c = 0; c < s.c; ++c) {
       const float a = scale_[static_cast<size_t>(c)], sh = shift_[static_cast<size_t>(c)];
       float* d = dst + c * plane;
@@ -207,6 +215,10 @@ void Loader::fill(Batch& b, const int64_t* indices, int64_t count) {
         std::memcpy(d, src + static_cast<size_t>(c * plane) * 4, static_cast<size_t>(plane) * 4);
         for (int64_t k = 0; k < plane; ++k) d[k] = d[k] * a + sh;
       }
+    }
+    if (augmenting_) {
+      const AugmentDraw draw = augment_draw(opt_.augment, opt_.seed, epoch, indices[j]);
+      augment_sample(opt_.augment, draw, dst, out, s.c, s.h, s.w, shift_.data());
     }
   }
 }

@@ -34,6 +34,14 @@
 //
 // Normalisation: see dataset.hpp (uint8 / 255, then (v - mean[c]) / std[c]).
 //
+// Augmentation (LoaderOptions::augment, see augment.hpp): random crop after
+// zero padding and random horizontal flip, done in fill() after the
+// normalisation, on the prefetch thread. Each sample's draw is a function of
+// (seed, epoch, its index in the split) alone, so it does not depend on P, B
+// or where a run resumed. Only training loaders (Coverage::DropLast) augment:
+// an evaluation loader (Coverage::All) ignores the option, so one built from a
+// copy of the training options still sees every sample as stored.
+//
 // Threads. With prefetch > 0 a thread prepares up to `prefetch` batches ahead
 // while the caller works on the current one; batches' buffers are recycled, so
 // a steady state allocates nothing. The thread-safe HDF5 build serialises the
@@ -51,6 +59,7 @@
 #include <thread>
 #include <vector>
 
+#include "io/augment.hpp"
 #include "io/dataset.hpp"
 
 namespace lpsgd::io {
@@ -73,6 +82,7 @@ struct LoaderOptions {
   int prefetch = 2;              ///< batches prepared ahead by a thread; 0: no thread
   Coverage coverage = Coverage::DropLast;
   int64_t window_chunks = 16;    ///< streaming mode: chunks per shuffle window
+  Augment augment;               ///< training (DropLast) only; ignored under Coverage::All
 };
 
 /// Position of the next batch: `cursor` samples of epoch `epoch` are consumed.
@@ -127,6 +137,8 @@ class Loader {
   const std::vector<float>& input_scale() const { return scale_; }
   const std::vector<float>& input_shift() const { return shift_; }
   bool streaming() const { return streaming_; }
+  /// Whether batches are augmented (options.augment set and Coverage::DropLast).
+  bool augmenting() const { return augmenting_; }
   /// Rows per streaming chunk (the unit of the chunk-level shuffle).
   int64_t chunk_rows() const { return chunk_rows_; }
   const LoaderOptions& options() const { return opt_; }
@@ -140,7 +152,7 @@ class Loader {
   };
 
   Item produce(const LoaderState& pos, Batch&& reuse);
-  void fill(Batch& b, const int64_t* indices, int64_t count);
+  void fill(Batch& b, const int64_t* indices, int64_t count, uint64_t epoch);
   /// Reads samples [first, first + count) of x as stored; a failure (a
   /// damaged chunk) is an error naming the file and the samples.
   void read_samples(int64_t first, int64_t count, unsigned char* out);
@@ -154,6 +166,8 @@ class Loader {
   LoaderOptions opt_;
   Split split_;
   bool streaming_ = false;
+  bool augmenting_ = false;
+  std::vector<float> scratch_;               // augmenting: one normalised sample
   int64_t chunk_rows_ = 0;
   std::vector<unsigned char> raw_;           // cached mode: all of x as stored
   std::vector<float> scale_, shift_;         // per channel: x = v * scale + shift

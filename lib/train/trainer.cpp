@@ -183,6 +183,7 @@ Run::Run(Device& dev, const TrainConfig& cfg) : dev_(dev), cfg_(cfg), bar_(cfg.p
   lo.seed = cfg_.seed;
   lo.cache_mb = cfg_.cache_mb;
   lo.prefetch = cfg_.prefetch;
+  lo.augment = io::parse_augment(cfg_.augment);  // the test loader below ignores it (Coverage::All)
   lo.coverage = io::Coverage::DropLast;
   train_ = std::make_unique<io::Loader>(lo);
   if (train_->batches_per_epoch() == 0)

@@ -69,6 +69,7 @@ struct TrainConfig {
   // Data loading.
   double cache_mb = 1024;
   int prefetch = 2;
+  std::string augment;                ///< training-batch augmentation, io/augment.hpp ("" none)
   // Checkpoints.
   std::string checkpoint_dir;         ///< "" none
   int64_t checkpoint_every = 0;       ///< steps; 0: only at the end (and on signals)

@@ -7,7 +7,7 @@
 # address,undefined (default) builds build-asan/ and runs what the arguments
 # select (default: the whole CPU suite: unit, mpi and e2e). thread builds
 # build-tsan/ and, without arguments, runs the tests of the threaded parts:
-# the loader's prefetch thread (test_io_loader), the progress engine and the
+# the loader's prefetch thread (test_io_loader, test_io_augment), the progress engine and the
 # shared-memory links (test_collectives at 2 and 4 ranks, one node and pretend
 # nodes). Any sanitizer report fails its test.
 # Environment: LPSGD_SANITIZE_BUILD (build directory), JOBS (build jobs).
@@ -54,7 +54,7 @@ cd "$build"
 if (($#)); then
   args=("$@")
 elif [[ $kind == thread ]]; then
-  args=(-R '^(test_io_loader|test_collectives\.p2|test_collectives\.p4|test_collectives\.p4\.rpn2)$')
+  args=(-R '^(test_io_loader|test_io_augment|test_collectives\.p2|test_collectives\.p4|test_collectives\.p4\.rpn2)$')
 else
   args=(-LE 'gpu|soak')
 fi
