@@ -6,7 +6,8 @@ cd "$(dirname "$0")/../.." || exit 1
 mapfile -t files < <(find jobs datasets tools tests -type f \( -name '*.sh' -o -name '*.sbatch' \) | sort)
 fails=0
 # The scripts this test exists for must be among them, or the search is broken.
-for want in jobs/local/slurm-cluster.sh jobs/slurm/train.sbatch jobs/slurm/bench.sbatch tools/setup.sh; do
+for want in jobs/local/slurm-cluster.sh jobs/local/resnet-accuracy.sh jobs/slurm/train.sbatch jobs/slurm/bench.sbatch \
+    tools/setup.sh; do
   printf '%s\n' "${files[@]}" | grep -qxF "$want" || { echo "FAIL: $want not found"; fails=$((fails + 1)); }
 done
 for f in "${files[@]}"; do

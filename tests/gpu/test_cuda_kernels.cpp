@@ -267,3 +267,73 @@ TEST_F(CudaKernelsTest, SixteenBitKernelsMatchCpuBitwise) {
         ASSERT_EQ(got32(dv), tail(v)) << "sgd update, " << what;
       }
 }
+
+// Residual networks (issue 45): average pooling (window and global) and the
+// residual join run the same functors as the CPU: bitwise. Batch norm's
+// per-channel sums add in another order (blocks and a tree, in double): to
+// rounding, and the same bits run after run; its per-element passes and the
+// per-channel coefficient steps are the same functors: bitwise from the
+// same inputs, a fused ReLU's mask included.
+TEST_F(CudaKernelsTest, PoolingJoinAndBatchNormAgainstCpu) {
+  for (const kernels::Window2d& g : {kernels::make_window2d(3, 7, 9, 3, 2, 2, 1, 1, 1),
+                                     kernels::make_window2d(16, 8, 8, 8, 8, 1, 1, 0, 0)})
+    for (bool count_pad : {true, false}) {
+      const size_t planes = 5 * static_cast<size_t>(g.channels);
+      const size_t nin = planes * g.in_plane(), nout = planes * g.col_cols();
+      const std::vector<float> x = randn(nin, 61), dy = randn(nout, 62);
+      DeviceBuffer dx_in = upload(x), ddy = upload(dy), dy_out(*gpu, nout * 4), dgx(*gpu, nin * 4);
+      std::vector<float> y(nout), gx(nin);
+      gpu->avgpool_forward(dy_out.as<float>(), dx_in.as<float>(), g, planes, count_pad);
+      gpu->avgpool_backward(dgx.as<float>(), ddy.as<float>(), g, planes, count_pad);
+      cpu->avgpool_forward(y.data(), x.data(), g, planes, count_pad);
+      cpu->avgpool_backward(gx.data(), dy.data(), g, planes, count_pad);
+      EXPECT_EQ(download<float>(dy_out.data(), nout), y) << "avgpool forward";
+      EXPECT_EQ(download<float>(dgx.data(), nin), gx) << "avgpool backward";
+    }
+  const kernels::BnShape sh{6, 16, 49};
+  const size_t n = sh.size(), C = sh.channels;
+  const std::vector<float> x = randn(n, 71), dy = randn(n, 72), coef = randn(7 * C, 73);
+  DeviceBuffer dx = upload(x), ddy = upload(dy), dcoef = upload(coef), out(*gpu, n * 4),
+               dsum(*gpu, 2 * C * 8);
+  // The join.
+  std::vector<float> sum(n);
+  cpu->add_forward(sum.data(), x.data(), dy.data(), n, true);
+  gpu->add_forward(out.as<float>(), dx.as<float>(), ddy.as<float>(), n, true);
+  EXPECT_EQ(download<float>(out.data(), n), sum) << "add+relu";
+  // The sums, plain and masked.
+  for (bool masked : {false, true}) {
+    const kernels::BnMask hm = masked ? kernels::BnMask{coef.data(), coef.data() + C} : kernels::BnMask{};
+    const kernels::BnMask dm = masked ? kernels::BnMask{dcoef.as<float>(), dcoef.as<float>() + C} : kernels::BnMask{};
+    std::vector<double> want(2 * C);
+    cpu->channel_moments(want.data(), dy.data(), x.data(), sh, hm);
+    gpu->channel_moments(dsum.as<double>(), ddy.as<float>(), dx.as<float>(), sh, dm);
+    const auto got = download<double>(dsum.data(), 2 * C);
+    for (size_t k = 0; k < 2 * C; ++k) EXPECT_NEAR(got[k], want[k], 1e-9 * (1 + std::fabs(want[k]))) << k;
+    gpu->channel_moments(dsum.as<double>(), ddy.as<float>(), dx.as<float>(), sh, dm);
+    EXPECT_EQ(download<double>(dsum.data(), 2 * C), got) << "moments not deterministic";
+    std::vector<float> gx(n);
+    cpu->bn_backward(gx.data(), dy.data(), x.data(), coef.data(), sh, hm);
+    gpu->bn_backward(out.as<float>(), ddy.as<float>(), dx.as<float>(), dcoef.as<float>(), sh, dm);
+    EXPECT_EQ(download<float>(out.data(), n), gx) << "bn backward, masked " << masked;
+  }
+  std::vector<float> y(n);
+  cpu->bn_apply(y.data(), x.data(), coef.data(), coef.data() + C, sh, true);
+  gpu->bn_apply(out.as<float>(), dx.as<float>(), dcoef.as<float>(), dcoef.as<float>() + C, sh, true);
+  EXPECT_EQ(download<float>(out.data(), n), y) << "bn apply";
+  // The coefficient steps from the same sums.
+  std::vector<double> stats(2 * C);
+  for (size_t c = 0; c < C; ++c) {
+    stats[c] = 10.0 * static_cast<double>(c) - 30.0;
+    stats[C + c] = 400.0 + 25.0 * static_cast<double>(c);
+  }
+  DeviceBuffer dstats = upload(stats), drun = upload(randn(2 * C, 74)), dc4(*gpu, 4 * C * 4);
+  std::vector<float> run = download<float>(drun.data(), 2 * C), c4(4 * C);
+  const std::vector<float> gamma = randn(C, 75), beta = randn(C, 76);
+  DeviceBuffer dg = upload(gamma), db = upload(beta);
+  cpu->bn_forward_coeffs({c4.data(), run.data(), run.data() + C, stats.data(), gamma.data(), beta.data(),
+                          294.0, 1e-5f, 0.1f, true, C});
+  gpu->bn_forward_coeffs({dc4.as<float>(), drun.as<float>(), drun.as<float>() + C, dstats.as<double>(),
+                          dg.as<float>(), db.as<float>(), 294.0, 1e-5f, 0.1f, true, C});
+  EXPECT_EQ(download<float>(dc4.data(), 4 * C), c4) << "bn forward coefficients";
+  EXPECT_EQ(download<float>(drun.data(), 2 * C), run) << "running statistics";
+}

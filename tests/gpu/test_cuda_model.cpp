@@ -86,3 +86,9 @@ class CudaModelTest : public GpuTest {
 TEST_F(CudaModelTest, MlpLossesMatchCpu) { check("mlp:784-64-10", nn::Shape{784}, 32, 0.02f); }
 
 TEST_F(CudaModelTest, LenetLossesMatchCpu) { check("cnn:lenet", nn::Shape{1, 28, 28}, 16, 0.005f); }
+
+// A residual network with batch norm (cuDNN convolutions, the project's own
+// batch-norm kernels) on 12x12 images, so it stays quick. A small learning
+// rate keeps the trajectory smooth: where a ReLU input sits within rounding
+// of 0, two devices' runs part eventually (tests/e2e/resnet.sh says more).
+TEST_F(CudaModelTest, Resnet20LossesMatchCpu) { check("cnn:resnet20", nn::Shape{1, 12, 12}, 16, 0.002f); }
