@@ -117,6 +117,7 @@ std::string to_json(const io::CkptInfo& info, const std::vector<std::string>& sk
     << ", \"tensors\": " << info.tensors << ", \"bytes\": " << info.bytes
     << ", \"precision\": " << json_string(m.precision)
     << ", \"wire\": " << json_string(m.wire) << ", \"algos\": " << json_string(m.algos)
+    << ", \"optimizer\": " << json_string(m.optimizer) << ", \"optimizer_steps\": " << m.optimizer_steps
     << ", \"config\": " << json_string(m.config) << ", \"skipped\": [";
   for (size_t i = 0; i < skipped.size(); ++i) o << (i ? ", " : "") << json_string(skipped[i]);
   o << "]}\n";
@@ -137,6 +138,7 @@ std::string to_text(const io::CkptInfo& info, const std::string& dir,
     << "\nlr: " << m.lr << "\nloader: epoch " << m.loader_epoch << ", cursor " << m.loader_cursor
     << "\nrng: seed " << m.seed << ", counter " << m.rng_counter
     << "\nprecision: " << m.precision << "\nwire: " << m.wire
+    << "\noptimizer: " << m.optimizer << " (" << m.optimizer_steps << " steps)"
     << "\nalgorithms: " << (m.algos.empty() ? "-" : m.algos) << (m.ranks > 1 ? " (by bucket)" : "")
     << "\nchecksum: " << checksum_hex(info.checksum)
     << (info.valid ? " (verified)" : " (as stored)") << "\ntensors: " << info.tensors

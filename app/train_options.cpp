@@ -2,6 +2,7 @@
 // train_options.hpp).
 #include "app/train_options.hpp"
 
+#include <cstdlib>
 #include <sstream>
 
 #include "comm/types.hpp"
@@ -37,6 +38,50 @@ std::string config_text(const cli::po::options_description& desc, const cli::po:
   return os.str();
 }
 
+// --optimizer and its hyper-parameters into c; a bad value is a usage error
+// (the trainer checks the ranges again, for configs made in code). Options of
+// another optimizer than the one chosen are ignored (a config may carry them
+// all), except --nesterov, which only SGD can honour.
+void parse_optimizer_options(const std::string& name, double momentum, bool nesterov,
+                             double weight_decay, const std::string& betas, double eps, double eta,
+                             train::OptimizerConfig& c) {
+  c.kind = train::parse_optimizer(name);
+  if (nesterov && c.kind != train::OptimizerKind::Sgd)
+    LPSGD_USAGE_ERROR("--nesterov is for --optimizer sgd, not " << name);
+  c.sgd.momentum = static_cast<float>(momentum);
+  c.sgd.nesterov = nesterov;
+  c.sgd.weight_decay = static_cast<float>(weight_decay);
+  c.lars.momentum = static_cast<float>(momentum);
+  c.lars.weight_decay = static_cast<float>(weight_decay);
+  c.lars.eta = static_cast<float>(eta);
+  c.adamw.weight_decay = weight_decay;
+  c.adamw.eps = eps;
+  // "B1,B2": two numbers, nothing else.
+  const size_t comma = betas.find(',');
+  const std::string parts[2] = {betas.substr(0, comma),
+                                comma == std::string::npos ? "" : betas.substr(comma + 1)};
+  double b[2] = {0, 0};
+  bool ok = true;
+  for (size_t i = 0; ok && i < 2; ++i) {
+    const char* s = parts[i].c_str();
+    char* end = nullptr;
+    b[i] = std::strtod(s, &end);
+    ok = end != s && *end == '\0' && parts[i].find_first_of(" \t") == std::string::npos;
+  }
+  if (!ok) LPSGD_USAGE_ERROR("--adam-betas must be B1,B2 (two numbers in [0, 1)), got '" << betas << "'");
+  c.adamw.beta1 = b[0];
+  c.adamw.beta2 = b[1];
+  // The chosen optimizer's values first, then the others': a bad value is a
+  // mistake whichever optimizer it is for.
+  train::check_optimizer_config(c);
+  for (train::OptimizerKind k : {train::OptimizerKind::Sgd, train::OptimizerKind::AdamW,
+                                 train::OptimizerKind::Lars}) {
+    train::OptimizerConfig other = c;
+    other.kind = k;
+    train::check_optimizer_config(other);
+  }
+}
+
 }  // namespace
 
 bool parse_train_options(int argc, char** argv, TrainOptions& out) {
@@ -44,8 +89,10 @@ bool parse_train_options(int argc, char** argv, TrainOptions& out) {
   train::TrainConfig& c = out.config;
   std::string schedule = "constant", sync = "allreduce", algo = "auto", block = "auto",
               overlap = "on", device = "cpu", links = "auto", progress = "auto",
-              checkpoint_failure = "warn", init = "file", precision = "fp32", wire = "fp32";
-  double bucket_mb = 1, lr = 0.05, momentum = 0.9, weight_decay = 0, lr_gamma = 0.1, min_lr = 0;
+              checkpoint_failure = "warn", init = "file", precision = "fp32", wire = "fp32",
+              optimizer = "sgd", adam_betas = "0.9,0.999";
+  double bucket_mb = 1, lr = 0.05, momentum = 0.9, weight_decay = 0, lr_gamma = 0.1, min_lr = 0,
+         adam_eps = 1e-8, lars_eta = 0.001;
   bool nesterov = false;
   int threads = 1;
   int64_t lr_step_every = 0;
@@ -59,9 +106,13 @@ bool parse_train_options(int argc, char** argv, TrainOptions& out) {
     ("batch", po::value(&c.batch)->default_value(c.batch), "samples per rank per step")
     ("eval-batch", po::value(&c.eval_batch)->default_value(c.eval_batch), "samples per rank per evaluation batch")
     ("lr", cli::value_with_default(&lr), "base learning rate")
-    ("momentum", cli::value_with_default(&momentum), "SGD momentum in [0, 1)")
-    ("nesterov", po::bool_switch(&nesterov), "Nesterov momentum")
-    ("weight-decay", cli::value_with_default(&weight_decay), "L2 weight decay")
+    ("optimizer", po::value(&optimizer)->default_value(optimizer), "sgd (momentum SGD), adamw (as torch.optim.AdamW) or lars (layer-wise trust ratio over momentum SGD; see README, Training)")
+    ("momentum", cli::value_with_default(&momentum), "SGD and LARS momentum in [0, 1) (adamw: --adam-betas)")
+    ("nesterov", po::bool_switch(&nesterov), "Nesterov momentum (sgd)")
+    ("weight-decay", cli::value_with_default(&weight_decay), "weight decay: sgd L2 on every parameter, adamw decoupled on every parameter, lars L2 on weights (not biases or batch norm)")
+    ("adam-betas", po::value(&adam_betas)->default_value(adam_betas)->value_name("B1,B2"), "adamw: decay of the first and second moment, each in [0, 1)")
+    ("adam-eps", cli::value_with_default(&adam_eps), "adamw: added to the corrected second moment's square root, > 0")
+    ("lars-eta", cli::value_with_default(&lars_eta), "lars: trust coefficient eta, > 0")
     ("schedule", po::value(&schedule)->default_value(schedule), "constant, step or cosine")
     ("warmup-steps", po::value(&c.schedule.warmup_steps)->default_value(0), "linear LR warmup steps")
     ("lr-step-every", po::value(&lr_step_every)->default_value(0), "step schedule: decay every N steps")
@@ -107,9 +158,8 @@ bool parse_train_options(int argc, char** argv, TrainOptions& out) {
   c.schedule.step_every = lr_step_every;
   c.schedule.gamma = lr_gamma;
   c.schedule.min_lr = min_lr;
-  c.sgd.momentum = static_cast<float>(momentum);
-  c.sgd.nesterov = nesterov;
-  c.sgd.weight_decay = static_cast<float>(weight_decay);
+  parse_optimizer_options(optimizer, momentum, nesterov, weight_decay, adam_betas, adam_eps, lars_eta,
+                          c.optimizer);
   c.sync.mode = train::parse_sync_mode(sync);
   c.sync.algo = comm::parse_algo(algo);
   c.sync.block_bytes = block == "auto" ? 0 : cli::parse_bytes(block);

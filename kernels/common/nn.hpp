@@ -547,4 +547,110 @@ struct SgdUpdate {
 template <class G>
 SgdUpdate(float*, float*, const G*, SgdHyper) -> SgdUpdate<G>;
 
+/// AdamW's hyper-parameters for one step t (1-based), in float as the update
+/// uses them; the bias corrections and 1 - beta are computed on the host in
+/// double, as PyTorch's Python floats are, then rounded once.
+struct AdamWHyper {
+  float decay;         ///< 1 - lr * weight_decay (decoupled weight decay)
+  float beta1, beta2;  ///< the moments' decay, in [0, 1)
+  float one_minus_beta1, one_minus_beta2;
+  float step_size;     ///< lr / (1 - beta1^t)
+  float bc2_sqrt;      ///< sqrt(1 - beta2^t)
+  float eps;           ///< added to the corrected second moment's square root
+};
+
+/// One AdamW step on element i: torch.optim.AdamW (amsgrad and maximize off),
+/// its operations in PyTorch 1.13's order:
+///   w = w * (1 - lr wd);  m = m b1 + (1 - b1) g;  v = v b2 + ((1 - b2) g) g;
+///   w = w + (-step_size m) / (sqrt(v) / sqrt(1 - b2^t) + eps),
+/// with step_size = lr / (1 - b1^t): w -= lr m̂ / (sqrt(v̂) + eps) for the
+/// bias-corrected moments m̂ = m / (1 - b1^t), v̂ = v / (1 - b2^t). G as for
+/// SgdUpdate: the gradient's type on the wire, widened here. Square root and
+/// division are correctly rounded, so every CPU build and the GPU (no FMA
+/// contraction in either) give the same bits.
+template <class G>
+struct AdamWUpdate {
+  float* w;
+  float* m;
+  float* v;
+  const G* g;
+  AdamWHyper h;
+  LPSGD_HD void operator()(size_t i) const {
+    const float gi = static_cast<float>(g[i]);
+    const float wi = w[i] * h.decay;
+    const float mi = m[i] * h.beta1 + h.one_minus_beta1 * gi;
+    const float vi = v[i] * h.beta2 + h.one_minus_beta2 * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    const float denom = std::sqrt(vi) / h.bc2_sqrt + h.eps;
+    w[i] = wi + (-h.step_size * mi) / denom;
+  }
+};
+template <class G>
+AdamWUpdate(float*, float*, float*, const G*, AdamWHyper) -> AdamWUpdate<G>;
+
+/// LARS's hyper-parameters of one update (lib/train/lars.hpp states the rule).
+struct LarsHyper {
+  float lr;
+  float momentum;      ///< in [0, 1)
+  float weight_decay;  ///< on tensors of more than one dimension only
+  float eta;           ///< the trust coefficient
+};
+
+/// One parameter tensor of a LARS bucket.
+struct LarsTensor {
+  size_t offset;  ///< first element, in the parameter arena
+  size_t count;   ///< elements
+  bool matrix;    ///< more than one dimension: trust ratio and weight decay apply
+};
+
+/// A bucket of whole tensors for Device::lars_update: w, v and g point at
+/// element `first` of their arenas (g in the type it travelled in).
+struct LarsBucket {
+  const LarsTensor* tensors;  ///< `count` tensors, ascending offsets, in device memory
+  size_t count;
+  size_t first;               ///< the bucket's first element: tensors[0].offset
+  size_t largest;             ///< the largest tensor's count (a GPU's grid)
+  double* sums;               ///< device scratch: 2 * kLarsParts doubles per tensor
+  float* ratio;               ///< device scratch: one float per tensor
+};
+
+/// The parts a GPU splits each tensor's two sums of squares into (a fixed
+/// split and a fixed tree: deterministic).
+constexpr unsigned kLarsParts = 64;
+
+/// LARS's layer-wise trust ratio from a tensor's Σw² and Σg² (in double):
+/// eta ||w|| / (||g|| + wd ||w||) when both norms are positive, else 1;
+/// computed in double, rounded to float once.
+LPSGD_HD float lars_ratio(double w_sq, double g_sq, float eta, float weight_decay) {
+  const double wn = std::sqrt(w_sq), gn = std::sqrt(g_sq);
+  if (!(wn > 0.0 && gn > 0.0)) return 1.0f;
+  return static_cast<float>(static_cast<double>(eta) * wn /
+                            (gn + static_cast<double>(weight_decay) * wn));
+}
+
+/// One LARS step on element i of one tensor whose trust ratio is `ratio`:
+///   matrix:  d = ratio (g + wd w);  else d = g;
+///   v = momentum v + d;  w -= lr v.
+/// G as for SgdUpdate. (The velocity is written even without momentum: then
+/// it holds the last step's d.)
+template <class G>
+struct LarsUpdate {
+  float* w;
+  float* v;
+  const G* g;
+  float ratio;
+  bool matrix;
+  LarsHyper h;
+  LPSGD_HD void operator()(size_t i) const {
+    const float gi = static_cast<float>(g[i]);
+    const float d = matrix ? ratio * (gi + h.weight_decay * w[i]) : gi;
+    const float vi = h.momentum * v[i] + d;
+    v[i] = vi;
+    w[i] -= h.lr * vi;
+  }
+};
+template <class G>
+LarsUpdate(float*, float*, const G*, float, bool, LarsHyper) -> LarsUpdate<G>;
+
 }  // namespace lpsgd::kernels

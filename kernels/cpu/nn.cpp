@@ -499,4 +499,134 @@ void sgd_update(float* w, float* v, DType g_type, const void* g, size_t n, const
   }
 }
 
+// ---- AdamW and LARS -------------------------------------------------------------
+
+namespace {
+
+// AdamW: a square root and a division per element, so every gradient type,
+// float included, goes through the widest build the CPU allows; the three
+// builds round alike (-ffp-contract=off; sqrt and division are correctly
+// rounded).
+template <class G>
+LPSGD_TARGET_AVX512 void adamw_avx512(float* w, float* m, float* v, const G* g, size_t n,
+                                      const AdamWHyper& h) {
+  launch(n, AdamWUpdate{w, m, v, g, h});
+}
+template <class G>
+LPSGD_TARGET_AVX2 void adamw_avx2(float* w, float* m, float* v, const G* g, size_t n,
+                                  const AdamWHyper& h) {
+  launch(n, AdamWUpdate{w, m, v, g, h});
+}
+template <class G>
+void adamw_baseline(float* w, float* m, float* v, const G* g, size_t n, const AdamWHyper& h) {
+  launch(n, AdamWUpdate{w, m, v, g, h});
+}
+template <class G>
+void adamw(float* w, float* m, float* v, const G* g, size_t n, const AdamWHyper& h) {
+  pick_by_isa(&adamw_avx512<G>, &adamw_avx2<G>, &adamw_baseline<G>)(w, m, v, g, n, h);
+}
+
+// Σw², Σg² in kLarsLanes lanes of doubles: element i goes to lane i % lanes,
+// in ascending order, then the lanes add up in order. Each lane's additions
+// are a fixed sequence, so vectorising across lanes (what the wider builds
+// do) changes no bit.
+template <class G>
+__attribute__((always_inline)) inline void lars_sums_body(double* s, const float* w, const G* g,
+                                                          size_t n) {
+  constexpr size_t L = kLarsLanes;
+  double aw[L] = {}, ag[L] = {};
+  size_t i = 0;
+  for (; i + L <= n; i += L)
+    for (size_t j = 0; j < L; ++j) {
+      const double x = w[i + j], y = static_cast<float>(g[i + j]);
+      aw[j] += x * x;
+      ag[j] += y * y;
+    }
+  for (size_t j = 0; i + j < n; ++j) {
+    const double x = w[i + j], y = static_cast<float>(g[i + j]);
+    aw[j] += x * x;
+    ag[j] += y * y;
+  }
+  double sw = 0, sg = 0;
+  for (size_t j = 0; j < L; ++j) {
+    sw += aw[j];
+    sg += ag[j];
+  }
+  s[0] = sw;
+  s[1] = sg;
+}
+
+// The tensors of a bucket one by one: the sums (a matrix's), the ratio, the
+// update.
+template <class G>
+__attribute__((always_inline)) inline void lars_body(float* w, float* v, const G* g,
+                                                     const LarsBucket& b, const LarsHyper& h) {
+  for (size_t t = 0; t < b.count; ++t) {
+    const LarsTensor& x = b.tensors[t];
+    const size_t at = x.offset - b.first;
+    float ratio = 1.0f;
+    if (x.matrix) {
+      double s[2];
+      lars_sums_body(s, w + at, g + at, x.count);
+      ratio = lars_ratio(s[0], s[1], h.eta, h.weight_decay);
+    }
+    launch(x.count, LarsUpdate{w + at, v + at, g + at, ratio, x.matrix, h});
+  }
+}
+
+#define LPSGD_LARS(suffix, attr)                                                            \
+  template <class G>                                                                        \
+  attr void lars_##suffix(float* w, float* v, const G* g, const LarsBucket& b,              \
+                          const LarsHyper& h) {                                             \
+    lars_body(w, v, g, b, h);                                                               \
+  }                                                                                         \
+  template <class G>                                                                        \
+  attr void lars_sums_##suffix(double* s, const float* w, const G* g, size_t n) {           \
+    lars_sums_body(s, w, g, n);                                                             \
+  }
+LPSGD_LARS(avx512, LPSGD_TARGET_AVX512)
+LPSGD_LARS(avx2, LPSGD_TARGET_AVX2)
+LPSGD_LARS(baseline, )
+#undef LPSGD_LARS
+
+template <class G>
+void lars(float* w, float* v, const G* g, const LarsBucket& b, const LarsHyper& h) {
+  pick_by_isa(&lars_avx512<G>, &lars_avx2<G>, &lars_baseline<G>)(w, v, g, b, h);
+}
+template <class G>
+void lars_sums_of(double* s, const float* w, const G* g, size_t n) {
+  pick_by_isa(&lars_sums_avx512<G>, &lars_sums_avx2<G>, &lars_sums_baseline<G>)(s, w, g, n);
+}
+
+}  // namespace
+
+void adamw_update(float* w, float* m, float* v, DType g_type, const void* g, size_t n,
+                  const AdamWHyper& h) {
+  switch (g_type) {
+    case DType::F32: return adamw(w, m, v, static_cast<const float*>(g), n, h);
+    case DType::BF16: return adamw(w, m, v, static_cast<const bfloat16*>(g), n, h);
+    case DType::F16: return adamw(w, m, v, static_cast<const float16*>(g), n, h);
+    default: LPSGD_THROW("adamw_update: no update from " << dtype_name(g_type) << " gradients");
+  }
+}
+
+void lars_sums(double* s, const float* w, DType g_type, const void* g, size_t n) {
+  switch (g_type) {
+    case DType::F32: return lars_sums_of(s, w, static_cast<const float*>(g), n);
+    case DType::BF16: return lars_sums_of(s, w, static_cast<const bfloat16*>(g), n);
+    case DType::F16: return lars_sums_of(s, w, static_cast<const float16*>(g), n);
+    default: LPSGD_THROW("lars_sums: no sums of " << dtype_name(g_type) << " gradients");
+  }
+}
+
+void lars_update(float* w, float* v, DType g_type, const void* g, const LarsBucket& b,
+                 const LarsHyper& h) {
+  switch (g_type) {
+    case DType::F32: return lars(w, v, static_cast<const float*>(g), b, h);
+    case DType::BF16: return lars(w, v, static_cast<const bfloat16*>(g), b, h);
+    case DType::F16: return lars(w, v, static_cast<const float16*>(g), b, h);
+    default: LPSGD_THROW("lars_update: no update from " << dtype_name(g_type) << " gradients");
+  }
+}
+
 }  // namespace lpsgd::kernels::cpu

@@ -61,5 +61,20 @@ void softmax_xent(float* grad, float* row_loss, int32_t* status, const float* lo
 void sgd_update(float* w, float* v, const float* g, size_t n, const SgdHyper& h);
 /// The same update from a gradient of type g_type (float, bf16 or fp16).
 void sgd_update(float* w, float* v, DType g_type, const void* g, size_t n, const SgdHyper& h);
+/// One AdamW step over n elements (m, v: the first and second moments) from a
+/// gradient of type g_type (float, bf16 or fp16); see AdamWUpdate. Every
+/// gradient type takes the widest build the CPU allows (cpu/isa.hpp): the
+/// same bits at every level.
+void adamw_update(float* w, float* m, float* v, DType g_type, const void* g, size_t n,
+                  const AdamWHyper& h);
+/// s[0] = Σ w[i]², s[1] = Σ g[i]² over n elements, each square and sum in
+/// double, in a fixed order (lane i % kLarsLanes, ascending i, then the lanes
+/// in order): the same bits at every ISA level.
+void lars_sums(double* s, const float* w, DType g_type, const void* g, size_t n);
+inline constexpr size_t kLarsLanes = 16;
+/// One LARS step over the tensors of bucket b (see Device::lars_update): per
+/// tensor lars_sums, lars_ratio and LarsUpdate. b.sums and b.ratio are unused.
+void lars_update(float* w, float* v, DType g_type, const void* g, const LarsBucket& b,
+                 const LarsHyper& h);
 
 }  // namespace lpsgd::kernels::cpu

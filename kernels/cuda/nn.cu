@@ -146,6 +146,85 @@ __global__ void sgd_update_packed(size_t n, float* w, float* v, const float* g, 
   if (tid < n - packs * P::N) SgdUpdate{w, v, g, h}(packs * P::N + tid);
 }
 
+// LARS, first pass: block (k, t) sums squares of tensor t's elements
+// k T + j, k T + j + P T, ... (T threads, P = kLarsParts blocks per tensor)
+// in double, a shared-memory tree adds the threads' parts, and the block's
+// part goes to sums[2 (t P + k)]: a fixed partition and a fixed tree.
+template <class G>
+__global__ void lars_sums_blocks(const float* w, const G* g, LarsBucket b) {
+  __shared__ double pw[kThreads], pg[kThreads];
+  const size_t t = blockIdx.y;
+  const LarsTensor x = b.tensors[t];
+  double sw = 0.0, sg = 0.0;
+  if (x.matrix) {
+    const size_t at = x.offset - b.first;
+    const size_t stride = static_cast<size_t>(kLarsParts) * blockDim.x;
+    for (size_t e = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; e < x.count; e += stride) {
+      const double u = w[at + e], y = static_cast<float>(g[at + e]);
+      sw += u * u;
+      sg += y * y;
+    }
+  }
+  pw[threadIdx.x] = sw;
+  pg[threadIdx.x] = sg;
+  __syncthreads();
+  for (unsigned h = blockDim.x / 2; h > 0; h >>= 1) {
+    if (threadIdx.x < h) {
+      pw[threadIdx.x] += pw[threadIdx.x + h];
+      pg[threadIdx.x] += pg[threadIdx.x + h];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    const size_t at = 2 * (t * kLarsParts + blockIdx.x);
+    b.sums[at] = pw[0];
+    b.sums[at + 1] = pg[0];
+  }
+}
+
+// Second pass: tensor t's kLarsParts parts in order, and its ratio.
+__global__ void lars_ratios(LarsBucket b, float eta, float weight_decay) {
+  const size_t t = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+  if (t >= b.count) return;
+  if (!b.tensors[t].matrix) {
+    b.ratio[t] = 1.0f;
+    return;
+  }
+  double sw = 0.0, sg = 0.0;
+  for (unsigned k = 0; k < kLarsParts; ++k) {
+    sw += b.sums[2 * (t * kLarsParts + k)];
+    sg += b.sums[2 * (t * kLarsParts + k) + 1];
+  }
+  b.ratio[t] = lars_ratio(sw, sg, eta, weight_decay);
+}
+
+// Third pass: block (x, t) updates elements x T + j, x T + j + X T, ... of
+// tensor t (X = gridDim.x).
+template <class G>
+__global__ void lars_update_blocks(float* w, float* v, const G* g, LarsBucket b, LarsHyper h) {
+  const size_t t = blockIdx.y;
+  const LarsTensor x = b.tensors[t];
+  const size_t at = x.offset - b.first;
+  const LarsUpdate<G> f{w + at, v + at, g + at, b.ratio[t], x.matrix, h};
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t e = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; e < x.count; e += stride)
+    f(e);
+}
+
+template <class G>
+void lars_launch(float* w, float* v, const G* g, const LarsBucket& b, const LarsHyper& h,
+                 cudaStream_t s) {
+  LPSGD_CHECK(b.count <= 65535, "lars_update: " << b.count << " tensors in one bucket, at most 65535");
+  lars_sums_blocks<<<dim3(kLarsParts, static_cast<unsigned>(b.count)), kThreads, 0, s>>>(w, g, b);
+  CUDA_CHECK(cudaGetLastError());
+  lars_ratios<<<grid_for(b.count), kThreads, 0, s>>>(b, h.eta, h.weight_decay);
+  CUDA_CHECK(cudaGetLastError());
+  const size_t want = (b.largest + kThreads - 1) / kThreads;
+  const unsigned gx = static_cast<unsigned>(std::max<size_t>(1, std::min<size_t>(want, 4096)));
+  lars_update_blocks<<<dim3(gx, static_cast<unsigned>(b.count)), kThreads, 0, s>>>(w, v, g, b, h);
+  CUDA_CHECK(cudaGetLastError());
+}
+
 }  // namespace
 
 void im2col(float* col, const float* x, const Window2d& g, cudaStream_t s) {
@@ -292,6 +371,27 @@ void sgd_update(float* w, float* v, DType g_type, const void* g, size_t n, const
     case DType::BF16: return launch(n, SgdUpdate{w, v, static_cast<const bfloat16*>(g), h}, s);
     case DType::F16: return launch(n, SgdUpdate{w, v, static_cast<const float16*>(g), h}, s);
     default: LPSGD_THROW("sgd_update: no update from " << dtype_name(g_type) << " gradients");
+  }
+}
+
+void adamw_update(float* w, float* m, float* v, DType g_type, const void* g, size_t n,
+                  const AdamWHyper& h, cudaStream_t s) {
+  switch (g_type) {
+    case DType::F32: return launch(n, AdamWUpdate{w, m, v, static_cast<const float*>(g), h}, s);
+    case DType::BF16: return launch(n, AdamWUpdate{w, m, v, static_cast<const bfloat16*>(g), h}, s);
+    case DType::F16: return launch(n, AdamWUpdate{w, m, v, static_cast<const float16*>(g), h}, s);
+    default: LPSGD_THROW("adamw_update: no update from " << dtype_name(g_type) << " gradients");
+  }
+}
+
+void lars_update(float* w, float* v, DType g_type, const void* g, const LarsBucket& b,
+                 const LarsHyper& h, cudaStream_t s) {
+  if (b.count == 0) return;
+  switch (g_type) {
+    case DType::F32: return lars_launch(w, v, static_cast<const float*>(g), b, h, s);
+    case DType::BF16: return lars_launch(w, v, static_cast<const bfloat16*>(g), b, h, s);
+    case DType::F16: return lars_launch(w, v, static_cast<const float16*>(g), b, h, s);
+    default: LPSGD_THROW("lars_update: no update from " << dtype_name(g_type) << " gradients");
   }
 }
 

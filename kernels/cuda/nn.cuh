@@ -53,6 +53,17 @@ void sgd_update(float* w, float* v, const float* g, size_t n, const SgdHyper& h,
 /// The same update from a gradient of type g_type (float, bf16 or fp16).
 void sgd_update(float* w, float* v, DType g_type, const void* g, size_t n, const SgdHyper& h,
                 cudaStream_t s);
+/// One AdamW step (see AdamWUpdate) from a gradient of type g_type: the
+/// CPU's bits (correctly rounded sqrt and division, no FMA).
+void adamw_update(float* w, float* m, float* v, DType g_type, const void* g, size_t n,
+                  const AdamWHyper& h, cudaStream_t s);
+/// One LARS step over bucket b (see LarsBucket): each matrix's Σw², Σg² in
+/// double, split into kLarsParts blocks of a fixed partition and added by a
+/// fixed tree (deterministic; they agree with the CPU's sums to rounding, so
+/// the ratio may differ in its last bit), the ratios, then the update: three
+/// launches, nothing waits for the host.
+void lars_update(float* w, float* v, DType g_type, const void* g, const LarsBucket& b,
+                 const LarsHyper& h, cudaStream_t s);
 
 // ---- staging for the bf16 layer plans (lib/device/cuda) -----------------------
 // A bf16 plan rounds x, W and dy to bfloat16 (round to nearest even,

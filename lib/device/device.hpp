@@ -205,6 +205,17 @@ class Device {
     LPSGD_CHECK(g_type == DType::F32, "device " << name() << " updates from float gradients only");
     sgd_update(w, v, static_cast<const float*>(g), n, h);
   }
+  /// One AdamW step (kernels/common/nn.hpp AdamWUpdate) over n elements of
+  /// weights w, first and second moments m and v, from a gradient g of type
+  /// g_type (float, bf16 or fp16), widened in the update's pass.
+  virtual void adamw_update(DType g_type, float* w, float* m, float* v, const void* g, size_t n,
+                            const kernels::AdamWHyper& h) = 0;
+  /// One LARS step over the whole tensors of bucket b (kernels/common/nn.hpp
+  /// LarsBucket, LarsUpdate): each tensor's Σw² and Σg² in double, in a fixed
+  /// order (deterministic), its trust ratio, then its update; w, v and g
+  /// (of type g_type) start at element b.first. Nothing waits for the host.
+  virtual void lars_update(DType g_type, float* w, float* v, const void* g,
+                           const kernels::LarsBucket& b, const kernels::LarsHyper& h) = 0;
   /// The first reduction of a 16-bit collective whose input is float (the
   /// wire type t, bf16 or fp16): out0[i] (and out1[i] unless out1 is null) =
   /// (a[i] + b[i]) * alpha, added and scaled in float and rounded to t once,

@@ -154,6 +154,8 @@ void write_file(const std::string& path, const Checkpoint& c) {
   if (!m.precision.empty()) f.write_attr_fixed("precision", m.precision);
   if (!m.wire.empty()) f.write_attr_fixed("wire", m.wire);
   if (!m.algos.empty()) f.write_attr_fixed("algos", m.algos);
+  if (!m.optimizer.empty()) f.write_attr_fixed("optimizer", m.optimizer);
+  f.write_attr("optimizer_steps", m.optimizer_steps);
   f.write_attr("checksum", c.checksum);
   for (const char* group : kGroups)
     if (!optional_group(group) || !tensors_of(c, group).empty()) write_group(f, group, tensors_of(c, group));
@@ -258,6 +260,15 @@ void read_meta(const h5::File& f, Checkpoint& c) {
     });
     if (m.algos.empty() || !names_only) throw Damaged{"attribute algos holds '" + m.algos + "'"};
   }
+  // Checkpoints from before --optimizer were SGD's, their steps its steps.
+  m.optimizer = f.has_attr("optimizer") ? f.read_attr_fixed_string("optimizer") : "sgd";
+  const bool name_only = std::all_of(m.optimizer.begin(), m.optimizer.end(), [](char ch) {
+    return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9');
+  });
+  if (m.optimizer.empty() || !name_only) throw Damaged{"attribute optimizer holds '" + m.optimizer + "'"};
+  m.optimizer_steps = f.has_attr("optimizer_steps") ? f.read_attr_int("optimizer_steps") : m.step;
+  if (m.optimizer_steps < 0)
+    throw Damaged{"attribute optimizer_steps holds " + std::to_string(m.optimizer_steps)};
 }
 
 void read_group(const h5::File& f, const char* group, std::vector<CkptTensor>& out) {

@@ -29,13 +29,20 @@
 //                travelled as, issue 33); algos (the algorithm of each
 //                gradient bucket's collective, comma-separated in bucket
 //                order, e.g. "ring,ring,lp": a resume with --algo auto keeps
-//                them, so it adds in the same order; absent for one rank).
+//                them, so it adds in the same order; absent for one rank);
+//                optimizer (--optimizer: "sgd", "adamw", "lars"; absent
+//                before issue 46: "sgd") and optimizer_steps (int64: the
+//                optimizer steps taken, AdamW's t; absent before issue 46:
+//                step).
 //   /params      attribute count (int64); one dataset per tensor, in order,
 //                named "00000_NAME" (index zero-padded to 5 digits, '/' in NAME
 //                replaced by '_'), float32, contiguous, shaped like the tensor
 //                (a scalar dataspace for shape []), with attribute name = the
 //                exact tensor name
-//   /optimizer   the same for the optimizer state
+//   /optimizer   the same for the optimizer state: each state array's
+//                tensors in parameter order, named "NAME.SUFFIX": sgd and
+//                lars "NAME.momentum"; adamw every "NAME.exp_avg", then every
+//                "NAME.exp_avg_sq"
 //   /state       the same for layer state that is not learned (batch norm's
 //                running statistics); only where the model has some
 //
@@ -92,6 +99,15 @@ struct CkptMeta {
   /// The algorithm of each gradient bucket, comma-separated ("lp,lp,tree");
   /// empty for one rank or when the checkpoint predates it.
   std::string algos;
+  /// --optimizer of the run ("sgd", "adamw", "lars": lowercase letters and
+  /// digits), which names the optimizer tensors. Optional attribute, read as
+  /// "sgd" where absent (the only optimizer before it); "" is not written.
+  std::string optimizer;
+  /// Optimizer steps taken (AdamW's bias correction counts them; equal to
+  /// step in lpsgd's runs so far, kept apart so that a run that takes a step
+  /// without an update, or several per step, can still resume exactly).
+  /// Optional attribute, read as step where absent.
+  int64_t optimizer_steps = 0;
 };
 
 struct Checkpoint {

@@ -34,8 +34,8 @@ const char* wire_name(DType t) {
 }
 
 GradSync::GradSync(comm::Communicator& comm, comm::ProgressEngine* engine, nn::Model& model,
-                   Sgd& opt, const GradSyncOptions& options)
-    : comm_(comm), engine_(engine), model_(model), sgd_(opt), opt_(options) {
+                   Optimizer& opt, const GradSyncOptions& options)
+    : comm_(comm), engine_(engine), model_(model), optimizer_(opt), opt_(options) {
   LPSGD_CHECK(opt.count() == model.param_count(),
               "optimizer made for " << opt.count() << " parameters, model has "
                                     << model.param_count());
@@ -366,7 +366,7 @@ void GradSync::update(size_t b, float lr) {
   const trace::Span span(trace::Lane::Step, "update", "update bucket " + std::to_string(b));
   // The last pass: the update reads the averaged gradient in the type it
   // travelled in.
-  sgd_.step(model_.params(), wire_, travelling(b), lr, buckets_[b].offset, buckets_[b].count);
+  optimizer_.step(model_.params(), wire_, travelling(b), lr, buckets_[b].offset, buckets_[b].count);
 }
 
 SyncTimes GradSync::apply(float lr) {
@@ -380,6 +380,9 @@ SyncTimes GradSync::apply(float lr) {
   // The held-back buckets, first layer (last bucket) first.
   for (size_t b = nb; b-- > hold_from_;) launch(b);
   lr_ = lr;
+  // This step's updates, here or deferred into the next forward, are one
+  // optimizer step (on every rank: in reduce-bcast only rank 0 updates).
+  optimizer_.begin_step();
 
   if (comm_.size() == 1) {
     for (size_t b = 0; b < nb; ++b) update(b, lr);

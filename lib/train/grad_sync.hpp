@@ -21,9 +21,9 @@
 // like the float arenas); when the bucket is ready one pass converts its float
 // gradients into it (rounding to nearest even), the collective averages it in
 // place (every addition in float, rounded once to 16 bits), and the update
-// reads the 16-bit average directly (SgdUpdate widens it in its own pass), so
-// the way back costs no pass of its own. Weights, velocity and the optimizer
-// stay float; in reduce-bcast the reduce travels in the wire type and the
+// reads the 16-bit average directly (the optimizer's kernel widens it in its
+// own pass), so the way back costs no pass of its own. Weights and optimizer
+// state stay float; in reduce-bcast the reduce travels in the wire type and the
 // parameter broadcast in float. With one rank nothing travels and nothing is
 // converted.
 //
@@ -121,8 +121,8 @@ class GradSync {
   /// All borrowed; comm runs on model.device().comm_queue() (the device
   /// itself on a CPU). engine may be null: collectives then progress only while
   /// apply() waits (no overlap). With one rank there is nothing to exchange.
-  GradSync(comm::Communicator& comm, comm::ProgressEngine* engine, nn::Model& model, Sgd& opt,
-           const GradSyncOptions& options);
+  GradSync(comm::Communicator& comm, comm::ProgressEngine* engine, nn::Model& model,
+           Optimizer& opt, const GradSyncOptions& options);
 
   /// Call before each step's forward.
   void begin_step();
@@ -219,7 +219,7 @@ class GradSync {
   comm::Communicator& comm_;
   comm::ProgressEngine* engine_;
   nn::Model& model_;
-  Sgd& sgd_;
+  Optimizer& optimizer_;
   GradSyncOptions opt_;
   std::vector<nn::GradBucket> buckets_;
   DType wire_ = DType::F32;  // F32 also where nothing travels (one rank)

@@ -122,7 +122,7 @@ class Run {
   std::unique_ptr<comm::Communicator> comm_;  // before model_: it owns the model's arenas
   std::unique_ptr<Control> control_;          // the ranks' agreements (after comm_, which it uses)
   std::unique_ptr<nn::Model> model_;
-  std::unique_ptr<Sgd> sgd_;
+  std::unique_ptr<Optimizer> opt_;
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<comm::ProgressEngine> engine_;
   std::unique_ptr<GradSync> sync_;
@@ -171,6 +171,7 @@ Run::Run(Device& dev, const TrainConfig& cfg) : dev_(dev), cfg_(cfg), bar_(cfg.p
   cli::require_range("eval-every", cfg_.eval_every, int64_t{-1}, int64_t{1} << 50);
   if (!(cfg_.schedule.base_lr > 0) || !std::isfinite(cfg_.schedule.base_lr))
     LPSGD_USAGE_ERROR("--lr must be a positive number, got " << cfg_.schedule.base_lr);
+  check_optimizer_config(cfg_.optimizer);
   if (cfg_.data.empty()) LPSGD_USAGE_ERROR("--data is required (an HDF5 dataset; see lpsgd data)");
   require_precision();
 
@@ -234,7 +235,7 @@ Run::Run(Device& dev, const TrainConfig& cfg) : dev_(dev), cfg_(cfg), bar_(cfg.p
   model_->prepare(cfg_.batch);
   model_->prepare(cfg_.eval_batch);
 
-  sgd_ = std::make_unique<Sgd>(dev_, model_->param_count(), cfg_.sgd);
+  opt_ = make_optimizer(dev_, *model_, cfg_.optimizer);
   // The LR schedule spans the planned run (--epochs); --max-steps only cuts a
   // run short, so a run stopped by it continues exactly when resumed.
   const int64_t planned = cfg_.epochs * train_->batches_per_epoch();
@@ -264,7 +265,7 @@ Run::Run(Device& dev, const TrainConfig& cfg) : dev_(dev), cfg_(cfg), bar_(cfg.p
     model_->place_arenas(params, grads);
   }
   if (world_ > 1) engine_ = std::make_unique<comm::ProgressEngine>(*comm_);
-  sync_ = std::make_unique<GradSync>(*comm_, engine_.get(), *model_, *sgd_, cfg_.sync);
+  sync_ = std::make_unique<GradSync>(*comm_, engine_.get(), *model_, *opt_, cfg_.sync);
   batch_stats_ = std::make_unique<BatchStats>(*comm_, *model_, cfg_.sync_bn, cfg_.sync.algo);
   control_ = std::make_unique<Control>(*comm_, cfg_.comm_timeout_s);
 
@@ -275,7 +276,7 @@ Run::Run(Device& dev, const TrainConfig& cfg) : dev_(dev), cfg_(cfg), bar_(cfg.p
   y_ = DeviceBuffer(dev_, rows * sizeof(int32_t));
   host_.params.resize(model_->param_count());
   if (!cfg_.checkpoint_dir.empty()) {
-    host_.optimizer.resize(model_->param_count());
+    host_.optimizer.resize(static_cast<size_t>(opt_->state().numel()));
     host_.state.resize(model_->state_count());
   }
   // SIGUSR1 / SIGTERM (taken by their own thread, core/stop_signals) ask for
@@ -365,10 +366,12 @@ io::Checkpoint Run::snapshot() {
   m.wire = wire_name(cfg_.sync.wire);
   m.algos = algo_list(sync_->bucket_algos());
   dev_.copy_to_host(host_.params.data(), model_->params().data(), host_.params.size() * 4);
-  dev_.copy_to_host(host_.optimizer.data(), sgd_->state().data(), host_.optimizer.size() * 4);
+  m.optimizer = optimizer_name(opt_->kind());
+  m.optimizer_steps = opt_->steps();
+  dev_.copy_to_host(host_.optimizer.data(), opt_->state().data(), host_.optimizer.size() * 4);
   if (model_->has_state())
     dev_.copy_to_host(host_.state.data(), model_->state().data(), host_.state.size() * 4);
-  put_tensors(*model_, {"momentum"}, host_, c);
+  put_tensors(*model_, opt_->state_names(), host_, c);
   return c;
 }
 
@@ -409,7 +412,12 @@ void Run::restore(io::Checkpoint& c) {
     LPSGD_USAGE_ERROR("checkpoint was written for model '" << m.model << "', this run trains '"
                                                            << model_name_
                                                            << "'; use --resume none or another --checkpoint-dir");
-  take_tensors(*model_, {"momentum"}, c, host_);
+  const char* mine = optimizer_name(opt_->kind());
+  if (m.optimizer != mine)
+    LPSGD_USAGE_ERROR("checkpoint was written with --optimizer " << m.optimizer << ", this run uses "
+                                                                 << mine << "; resume with --optimizer "
+                                                                 << m.optimizer << ", or use --resume none");
+  take_tensors(*model_, opt_->state_names(), c, host_);
 }
 
 void Run::require_precision() {
@@ -473,17 +481,18 @@ bool Run::resume() {
     return false;
   }
   // The position, then the tensors with the LP broadcast.
-  uint64_t pos[6] = {static_cast<uint64_t>(c.meta.step), c.meta.samples, c.meta.loader_epoch,
-                     c.meta.loader_cursor, c.meta.rng_counter, static_cast<uint64_t>(c.meta.ranks)};
-  MPI_CHECK(MPI_Bcast(pos, 6, MPI_UINT64_T, 0, control_->comm()));
+  uint64_t pos[7] = {static_cast<uint64_t>(c.meta.step), c.meta.samples, c.meta.loader_epoch,
+                     c.meta.loader_cursor, c.meta.rng_counter, static_cast<uint64_t>(c.meta.ranks),
+                     static_cast<uint64_t>(c.meta.optimizer_steps)};
+  MPI_CHECK(MPI_Bcast(pos, 7, MPI_UINT64_T, 0, control_->comm()));
   if (rank_ == 0) {
     dev_.copy_from_host(model_->params().data(), host_.params.data(), host_.params.size() * 4);
-    dev_.copy_from_host(sgd_->state().data(), host_.optimizer.data(), host_.optimizer.size() * 4);
+    dev_.copy_from_host(opt_->state().data(), host_.optimizer.data(), host_.optimizer.size() * 4);
     if (model_->has_state())
       dev_.copy_from_host(model_->state().data(), host_.state.data(), host_.state.size() * 4);
   }
   dev_.synchronize();
-  for (const nn::Tensor& arena : {model_->params(), sgd_->state(), model_->state()})
+  for (const nn::Tensor& arena : {model_->params(), opt_->state(), model_->state()})
     if (arena.defined())
       comm_->run(comm::Algo::Lp, {comm::CollKind::Bcast, arena.data(), arena.data(),
                                   static_cast<size_t>(arena.numel()), DType::F32, comm::ReduceOp::Sum, 0});
@@ -493,6 +502,7 @@ bool Run::resume() {
   samples_ = pos[1];
   train_->restore({pos[2], pos[3]});
   model_->set_rng_counter(pos[4]);
+  opt_->set_steps(static_cast<int64_t>(pos[6]));
   last_ckpt_step_ = step_;
   // The run's length in steps, from where the data stands (P or batch may differ).
   const uint64_t G = static_cast<uint64_t>(cfg_.batch * world_);
@@ -791,6 +801,7 @@ TrainResult Run::go() {
                         << ": " << model_->param_count() << " parameters ("
                         << fixed(static_cast<double>(model_->param_count()) * 4 / (1 << 20), 1) << " MiB)");
     LPSGD_INFO("compute: " << dev_.name() << "; " << compute_libraries());
+    LPSGD_INFO("optimizer " << describe_optimizer(cfg_.optimizer));
     LPSGD_INFO(precision_line());
     for (size_t l = 0; l < model_->num_layers(); ++l)
       LPSGD_DEBUG("layer " << model_->layer(l).describe() << ": "

@@ -44,7 +44,7 @@ struct TrainConfig {
   /// cannot compute it natively is a usage error on every rank.
   Precision precision = Precision::fp32;
   // Optimizer and schedule.
-  SgdConfig sgd;
+  OptimizerConfig optimizer;          ///< --optimizer and its hyper-parameters
   ScheduleConfig schedule;            ///< total_steps is filled in by the trainer
   // Gradient exchange.
   GradSyncOptions sync;

@@ -1,9 +1,10 @@
 // Every neural-network kernel of the CUDA device against the CPU device on
 // random data with odd sizes. The gathers (im2col, col2im, pooling, bias add,
-// ReLU, dropout) and the SGD step run the same functors in the same order and
-// must match bitwise; GEMM, softmax cross-entropy and the blocked bias
-// gradient sum in another order and must match to float rounding (and be the
-// same bits run after run). Skips where no GPU is usable.
+// ReLU, dropout) and the SGD and AdamW steps run the same functors in the
+// same order and must match bitwise; GEMM, softmax cross-entropy, the blocked
+// bias gradient and LARS's sums of squares sum in another order and must
+// match to float rounding (and be the same bits run after run). Skips where
+// no GPU is usable.
 #include <cmath>
 #include <limits>
 #include <string>
@@ -266,6 +267,93 @@ TEST_F(CudaKernelsTest, SixteenBitKernelsMatchCpuBitwise) {
         ASSERT_EQ(got32(dw), tail(w)) << "sgd update, " << what;
         ASSERT_EQ(got32(dv), tail(v)) << "sgd update, " << what;
       }
+}
+
+// AdamW (issue 46) is one element-wise functor with a correctly rounded
+// square root and division and no FMA on either side: the CPU's bits, from
+// float, bf16 and fp16 gradients, aligned and not.
+TEST_F(CudaKernelsTest, AdamWUpdateMatchesCpuBitwise) {
+  kernels::AdamWHyper h{};
+  h.decay = 1.0f - 1e-3f * 0.01f;
+  h.beta1 = 0.9f;
+  h.beta2 = 0.999f;
+  h.one_minus_beta1 = 0.1f;
+  h.one_minus_beta2 = 0.001f;
+  h.step_size = 1e-3f / 0.271f;
+  h.bc2_sqrt = std::sqrt(0.003f);
+  h.eps = 1e-8f;
+  for (DType t : {DType::F32, DType::BF16, DType::F16})
+    for (size_t n : {size_t(1), size_t(7), size_t(4099), size_t(100003)})
+      for (size_t offset : {size_t(0), size_t(1)}) {
+        const size_t m = n + offset;
+        const std::string what = std::string(dtype_name(t)) + " n=" + std::to_string(n) +
+                                 " offset=" + std::to_string(offset);
+        const std::vector<float> g = randn(m, 81);
+        std::vector<uint16_t> g16(m);
+        if (t != DType::F32) cpu->convert(t, g16.data(), DType::F32, g.data(), m);
+        std::vector<float> w = randn(m, 82), mo = randn(m, 83), v = randn(m, 84);
+        for (float& x : v) x = std::fabs(x);
+        DeviceBuffer dg = upload(g), dg16 = upload(g16), dw = upload(w), dm = upload(mo), dv = upload(v);
+        const void* gg = t == DType::F32 ? static_cast<const void*>(dg.as<float>() + offset)
+                                         : static_cast<const void*>(dg16.as<uint16_t>() + offset);
+        const void* gc = t == DType::F32 ? static_cast<const void*>(g.data() + offset)
+                                         : static_cast<const void*>(g16.data() + offset);
+        for (int step = 0; step < 3; ++step) {
+          gpu->adamw_update(t, dw.as<float>() + offset, dm.as<float>() + offset, dv.as<float>() + offset,
+                            gg, n, h);
+          cpu->adamw_update(t, w.data() + offset, mo.data() + offset, v.data() + offset, gc, n, h);
+        }
+        ASSERT_EQ(download<float>(dw.data(), m), w) << "adamw w, " << what;
+        ASSERT_EQ(download<float>(dm.data(), m), mo) << "adamw m, " << what;
+        ASSERT_EQ(download<float>(dv.data(), m), v) << "adamw v, " << what;
+      }
+}
+
+// LARS (issue 46): the per-tensor sums of squares add in another order than
+// the CPU's (blocks and a tree, in double), so the ratios, and with them the
+// weights, agree to rounding; the same bits run after run. A bucket of
+// matrices and vectors, one matrix at zero weights, one with a zero
+// gradient, one larger than a block's share; float and bf16 gradients.
+TEST_F(CudaKernelsTest, LarsUpdateAgainstCpuAndDeterministic) {
+  const size_t counts[] = {35, 7, 300007, 3, 1000, 64, 17};
+  const bool matrix[] = {true, false, true, false, true, true, true};
+  std::vector<kernels::LarsTensor> tensors;
+  size_t n = 0;
+  for (size_t t = 0; t < 7; ++t) {
+    tensors.push_back({n + 5, counts[t], matrix[t]});  // the bucket starts at element 5
+    n += counts[t];
+  }
+  const kernels::LarsHyper h{0.1f, 0.9f, 5e-4f, 0.001f};
+  for (DType type : {DType::F32, DType::BF16}) {
+    std::vector<float> g = randn(n, 91);
+    for (size_t i = 0; i < counts[5]; ++i) g[tensors[5].offset - 5 + i] = 0.0f;
+    std::vector<uint16_t> g16(n);
+    if (type != DType::F32) cpu->convert(type, g16.data(), DType::F32, g.data(), n);
+    const std::vector<float> w0 = [&] {
+      std::vector<float> w = randn(n, 92);
+      for (size_t i = 0; i < counts[0]; ++i) w[i] = 0.0f;
+      return w;
+    }();
+    const std::vector<float> v0 = randn(n, 93);
+    const void* gc = type == DType::F32 ? static_cast<const void*>(g.data()) : static_cast<const void*>(g16.data());
+    std::vector<float> w = w0, v = v0;
+    kernels::LarsBucket b{tensors.data(), tensors.size(), 5, 300007, nullptr, nullptr};
+    for (int step = 0; step < 3; ++step) cpu->lars_update(type, w.data(), v.data(), gc, b, h);
+    std::vector<float> runs[2];
+    for (auto& got : runs) {
+      DeviceBuffer dw = upload(w0), dv = upload(v0), dg = upload(g), dg16 = upload(g16),
+                   dt = upload(tensors), sums(*gpu, tensors.size() * 2 * kernels::kLarsParts * 8),
+                   ratio(*gpu, tensors.size() * 4);
+      const void* gg = type == DType::F32 ? dg.data() : dg16.data();
+      kernels::LarsBucket db{dt.as<kernels::LarsTensor>(), tensors.size(), 5, 300007, sums.as<double>(),
+                             ratio.as<float>()};
+      for (int step = 0; step < 3; ++step) gpu->lars_update(type, dw.as<float>(), dv.as<float>(), gg, db, h);
+      got = download<float>(dw.data(), n);
+      expect_close(got, w, 1e-5f, std::string("lars w ") + dtype_name(type));
+      expect_close(download<float>(dv.data(), n), v, 1e-4f, std::string("lars v ") + dtype_name(type));
+    }
+    EXPECT_EQ(runs[0], runs[1]) << "lars not deterministic, " << dtype_name(type);
+  }
 }
 
 // Residual networks (issue 45): average pooling (window and global) and the

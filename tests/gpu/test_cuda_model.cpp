@@ -1,6 +1,6 @@
 // CPU vs CUDA training equivalence: the same model (same spec, same seed, so
 // the same initial parameters) trained for 50 steps of forward_backward +
-// SGD (momentum) on the same synthetic batches on both devices must report
+// SGD (momentum; also AdamW and LARS) on the same synthetic batches on both devices must report
 // the same loss every step to 1e-4 relative, and must actually learn.
 // Skips where no GPU is usable.
 //
@@ -43,11 +43,22 @@ std::vector<Batch> synthetic(const nn::Shape& sample, int64_t batch) {
   return out;
 }
 
+// SGD with momentum 0.9 and weight decay 1e-4, unless kind says otherwise
+// (AdamW and LARS with their defaults and the same weight decay).
+train::OptimizerConfig optimizer(train::OptimizerKind kind) {
+  train::OptimizerConfig c;
+  c.kind = kind;
+  c.sgd = train::SgdConfig{0.9f, false, 1e-4f};
+  c.adamw.weight_decay = 1e-4;
+  c.lars.weight_decay = 1e-4f;
+  return c;
+}
+
 // Per-step mean losses of `spec` trained on `dev`.
 std::vector<double> run_training(Device& dev, const std::string& spec, const nn::Shape& sample,
-                          int64_t batch, float lr) {
+                          int64_t batch, float lr, train::OptimizerKind kind) {
   auto model = nn::build_model(dev, spec, sample, 42);
-  train::Sgd sgd(dev, model->param_count(), train::SgdConfig{0.9f, false, 1e-4f});
+  const auto opt = train::make_optimizer(dev, *model, optimizer(kind));
   const std::vector<Batch> data = synthetic(sample, batch);
   nn::Tensor x = nn::Tensor::empty(dev, sample.with_batch(batch));
   DeviceBuffer y(dev, static_cast<size_t>(batch) * sizeof(int32_t));
@@ -57,7 +68,7 @@ std::vector<double> run_training(Device& dev, const std::string& spec, const nn:
     x.copy_from_host(b.x);
     dev.copy_from_host(y.data(), b.y.data(), b.y.size() * sizeof(int32_t));
     losses.push_back(model->forward_backward(x, y.as<int32_t>()).mean_loss());
-    sgd.step(*model, lr);
+    opt->step(*model, lr);
   }
   dev.synchronize();
   return losses;
@@ -67,9 +78,10 @@ std::vector<double> run_training(Device& dev, const std::string& spec, const nn:
 
 class CudaModelTest : public GpuTest {
  protected:
-  void check(const std::string& spec, const nn::Shape& sample, int64_t batch, float lr) {
-    const std::vector<double> on_cpu = run_training(*cpu, spec, sample, batch, lr);
-    const std::vector<double> on_gpu = run_training(*gpu, spec, sample, batch, lr);
+  void check(const std::string& spec, const nn::Shape& sample, int64_t batch, float lr,
+             train::OptimizerKind kind = train::OptimizerKind::Sgd) {
+    const std::vector<double> on_cpu = run_training(*cpu, spec, sample, batch, lr, kind);
+    const std::vector<double> on_gpu = run_training(*gpu, spec, sample, batch, lr, kind);
     for (int s = 0; s < kSteps; ++s)
       ASSERT_NEAR(on_gpu[s], on_cpu[s], 1e-4 * std::fabs(on_cpu[s]))
           << spec << " step " << s << " (cpu " << on_cpu[s] << ", gpu " << on_gpu[s] << ")";
@@ -92,3 +104,13 @@ TEST_F(CudaModelTest, LenetLossesMatchCpu) { check("cnn:lenet", nn::Shape{1, 28,
 // rate keeps the trajectory smooth: where a ReLU input sits within rounding
 // of 0, two devices' runs part eventually (tests/e2e/resnet.sh says more).
 TEST_F(CudaModelTest, Resnet20LossesMatchCpu) { check("cnn:resnet20", nn::Shape{1, 12, 12}, 16, 0.002f); }
+
+// The other optimizers (issue 46): AdamW's kernel is the CPU's bit for bit,
+// LARS's norms add in another order (to rounding); the losses agree as SGD's.
+TEST_F(CudaModelTest, MlpAdamWLossesMatchCpu) {
+  check("mlp:784-64-10", nn::Shape{784}, 32, 0.001f, train::OptimizerKind::AdamW);
+}
+
+TEST_F(CudaModelTest, LenetLarsLossesMatchCpu) {
+  check("cnn:lenet", nn::Shape{1, 28, 28}, 16, 0.5f, train::OptimizerKind::Lars);
+}

@@ -1,6 +1,8 @@
 // CPU device and kernels/cpu against plain reference loops, odd sizes included.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -15,6 +17,7 @@
 #include "device/cpu/cpu_device.hpp"
 #include "device/device.hpp"
 #include "kernels/cpu/isa.hpp"
+#include "kernels/cpu/nn.hpp"
 
 using namespace lpsgd;
 
@@ -266,6 +269,142 @@ TEST(CpuDevice, SgdUpdateFrom16BitIsWidenedThenFloat) {
         ASSERT_EQ(w0, w1) << dtype_name(t) << " n=" << n;
         ASSERT_EQ(v0, v1) << dtype_name(t) << " n=" << n;
       }
+}
+
+// AdamW's and LARS's kernels (every gradient type through the widest build
+// the CPU allows: cpu/isa.hpp) have the bits of the functors run in a plain
+// loop here (this file's build: baseline x86-64, no FMA), at each ISA level
+// the suite runs this test at; a 16-bit gradient's update is the float
+// update of the widened gradient. LARS's sums go lane by lane
+// (kernels::cpu::kLarsLanes), as written out here.
+std::vector<float> normal_vec(size_t n, uint64_t stream, float scale) {
+  Rng r(21, stream);
+  std::vector<float> v(n);
+  for (float& x : v) x = r.normal() * scale;
+  return v;
+}
+
+template <class G>
+std::vector<G> as_type(const std::vector<float>& x) {
+  std::vector<G> out;
+  for (float e : x) out.push_back(G(e));
+  return out;
+}
+
+TEST(CpuDevice, AdamWUpdateIsItsFunctorBitwise) {
+  auto dev = make_device(DeviceKind::Cpu);
+  kernels::AdamWHyper h{};
+  h.decay = 1.0f - 1e-3f * 0.01f;
+  h.beta1 = 0.9f;
+  h.beta2 = 0.999f;
+  h.one_minus_beta1 = 0.1f;
+  h.one_minus_beta2 = 0.001f;
+  h.step_size = 1e-3f / 0.271f;
+  h.bc2_sqrt = std::sqrt(0.003f);
+  h.eps = 1e-8f;
+  for (DType t : {DType::F32, DType::BF16, DType::F16})
+    for (size_t n : kSizes) {
+      const auto g = normal_vec(n, 1, 0.1f);
+      const auto g16b = as_type<bfloat16>(g);
+      const auto g16h = as_type<float16>(g);
+      std::vector<float> wide(n);
+      for (size_t i = 0; i < n; ++i)
+        wide[i] = t == DType::BF16 ? static_cast<float>(g16b[i]) : t == DType::F16 ? static_cast<float>(g16h[i]) : g[i];
+      const void* gp = t == DType::BF16 ? static_cast<const void*>(g16b.data())
+                       : t == DType::F16 ? static_cast<const void*>(g16h.data())
+                                         : static_cast<const void*>(g.data());
+      auto w0 = normal_vec(n, 2, 1.0f), m0 = normal_vec(n, 3, 0.01f), v0 = normal_vec(n, 4, 0.001f);
+      for (float& x : v0) x = std::fabs(x);
+      auto w1 = w0, m1 = m0, v1 = v0;
+      for (int step = 0; step < 3; ++step) {
+        dev->adamw_update(t, w0.data(), m0.data(), v0.data(), gp, n, h);
+        const kernels::AdamWUpdate<float> f{w1.data(), m1.data(), v1.data(), wide.data(), h};
+        for (size_t i = 0; i < n; ++i) f(i);
+      }
+      ASSERT_EQ(w0, w1) << dtype_name(t) << " n=" << n;
+      ASSERT_EQ(m0, m1) << dtype_name(t) << " n=" << n;
+      ASSERT_EQ(v0, v1) << dtype_name(t) << " n=" << n;
+    }
+}
+
+TEST(CpuDevice, LarsUpdateIsItsSumsRatioAndFunctorBitwise) {
+  auto dev = make_device(DeviceKind::Cpu);
+  // Tensors of odd sizes, matrices and vectors, one matrix with zero weights
+  // and one with a zero gradient (ratio 1).
+  const size_t counts[] = {35, 7, 4097, 3, 1000, 64, 17};
+  const bool matrix[] = {true, false, true, false, true, true, true};
+  std::vector<kernels::LarsTensor> tensors;
+  size_t n = 0;
+  for (size_t t = 0; t < 7; ++t) {
+    tensors.push_back({n, counts[t], matrix[t]});
+    n += counts[t];
+  }
+  const kernels::LarsHyper h{0.1f, 0.9f, 5e-4f, 0.001f};
+  for (DType type : {DType::F32, DType::BF16, DType::F16}) {
+    auto g = normal_vec(n, 5, 0.05f);
+    for (size_t i = 0; i < counts[5]; ++i) g[tensors[5].offset + i] = 0.0f;
+    const auto g16b = as_type<bfloat16>(g);
+    const auto g16h = as_type<float16>(g);
+    std::vector<float> wide(n);
+    for (size_t i = 0; i < n; ++i)
+      wide[i] = type == DType::BF16 ? static_cast<float>(g16b[i]) : type == DType::F16 ? static_cast<float>(g16h[i]) : g[i];
+    const void* gp = type == DType::BF16 ? static_cast<const void*>(g16b.data())
+                     : type == DType::F16 ? static_cast<const void*>(g16h.data())
+                                          : static_cast<const void*>(g.data());
+    auto w0 = normal_vec(n, 6, 1.0f), v0 = normal_vec(n, 7, 0.01f);
+    for (size_t i = 0; i < counts[0]; ++i) w0[i] = 0.0f;
+    auto w1 = w0, v1 = v0;
+    // The bucket of tensors 2-6, then the one of 0-1, as GradSync orders them.
+    for (int step = 0; step < 3; ++step)
+      for (auto [t0, t1] : {std::pair{size_t(2), size_t(7)}, std::pair{size_t(0), size_t(2)}}) {
+        const size_t first = tensors[t0].offset;
+        kernels::LarsBucket b{};
+        b.tensors = tensors.data() + t0;
+        b.count = t1 - t0;
+        b.first = first;
+        for (size_t t = t0; t < t1; ++t) b.largest = std::max(b.largest, counts[t]);
+        dev->lars_update(type, w0.data() + first, v0.data() + first,
+                         static_cast<const char*>(gp) + first * dtype_size(type), b, h);
+        for (size_t t = t0; t < t1; ++t) {
+          const size_t at = tensors[t].offset;
+          float ratio = 1.0f;
+          if (matrix[t]) {
+            double lw[kernels::cpu::kLarsLanes] = {}, lg[kernels::cpu::kLarsLanes] = {};
+            for (size_t i = 0; i < counts[t]; ++i) {
+              const double x = w1[at + i], y = wide[at + i];
+              lw[i % kernels::cpu::kLarsLanes] += x * x;
+              lg[i % kernels::cpu::kLarsLanes] += y * y;
+            }
+            double sw = 0, sg = 0;
+            for (size_t j = 0; j < kernels::cpu::kLarsLanes; ++j) {
+              sw += lw[j];
+              sg += lg[j];
+            }
+            ratio = kernels::lars_ratio(sw, sg, h.eta, h.weight_decay);
+            if (t == 0 && step == 0) {
+              EXPECT_EQ(ratio, 1.0f);  // ||w|| = 0
+            }
+            if (t == 5) {
+              EXPECT_EQ(ratio, 1.0f);  // ||g|| = 0
+            }
+            if (t == 2) {
+              EXPECT_NE(ratio, 1.0f);
+            }
+          }
+          const kernels::LarsUpdate<float> f{w1.data() + at, v1.data() + at, wide.data() + at, ratio,
+                                             matrix[t], h};
+          for (size_t i = 0; i < counts[t]; ++i) f(i);
+        }
+      }
+    ASSERT_EQ(w0, w1) << dtype_name(type);
+    ASSERT_EQ(v0, v1) << dtype_name(type);
+    // The sums alone.
+    double s[2];
+    kernels::cpu::lars_sums(s, w0.data() + tensors[2].offset, type,
+                            static_cast<const char*>(gp) + tensors[2].offset * dtype_size(type), counts[2]);
+    EXPECT_GT(s[0], 0.0);
+    EXPECT_GT(s[1], 0.0);
+  }
 }
 
 // The first reduction of a collective whose input is float and whose wire

@@ -448,6 +448,49 @@ TEST(Checkpoint, MissingOrWrongAttributesAreNamed) {
   }
 }
 
+// The optimizer and its step count (issue 46): written and read back; a
+// checkpoint from before them (no such attributes) reads as SGD's, its steps
+// the optimizer's; a name that is no optimizer's is damage.
+TEST(Checkpoint, OptimizerAndItsStepsRoundTripAndDefault) {
+  TempDir dir;
+  Checkpoint c = make(9, 50);
+  c.meta.optimizer = "adamw";
+  c.meta.optimizer_steps = 123456789012LL;
+  const std::string path = write_checkpoint(dir.path(), c, 3);
+  const Checkpoint r = read_checkpoint(path);
+  EXPECT_EQ(r.meta.optimizer, "adamw");
+  EXPECT_EQ(r.meta.optimizer_steps, 123456789012LL);
+  EXPECT_EQ(inspect_checkpoint(path).meta.optimizer, "adamw");
+  const auto edit = [&](const std::function<void(hid_t)>& change) {
+    fs::copy_file(path, dir / "edit.h5", fs::copy_options::overwrite_existing);
+    const hid_t f = H5Fopen((dir / "edit.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    change(f);
+    H5Fclose(f);
+  };
+  const std::string edited = dir / "edit.h5";
+  edit([](hid_t f) {
+    H5Adelete(f, "optimizer");
+    H5Adelete(f, "optimizer_steps");
+  });
+  const Checkpoint old = read_checkpoint(edited);
+  EXPECT_EQ(old.meta.optimizer, "sgd");
+  EXPECT_EQ(old.meta.optimizer_steps, 9);
+  edit([](hid_t f) {
+    H5Adelete(f, "optimizer");
+    const char bad[8] = "ad am";
+    const hid_t t = H5Tcopy(H5T_C_S1);
+    H5Tset_size(t, 8);
+    const hid_t sp = H5Screate(H5S_SCALAR);
+    const hid_t a = H5Acreate2(f, "optimizer", t, sp, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(a, t, bad);
+    H5Aclose(a);
+    H5Sclose(sp);
+    H5Tclose(t);
+  });
+  expect_damage([&] { read_checkpoint(edited); }, edited, "attribute optimizer holds 'ad am'");
+}
+
 // HDF5 describes a failed system call over several lines (ctime's newline,
 // buffer addresses, offsets); lpsgd passes on one line and the errno.
 TEST(Checkpoint, SystemErrorsAreOneLineWithTheErrno) {

@@ -183,6 +183,16 @@ void CpuDevice::sgd_update_from(DType g_type, float* w, float* v, const void* g,
   kernels::cpu::sgd_update(w, v, g_type, g, n, h);
 }
 
+void CpuDevice::adamw_update(DType g_type, float* w, float* m, float* v, const void* g, size_t n,
+                             const kernels::AdamWHyper& h) {
+  kernels::cpu::adamw_update(w, m, v, g_type, g, n, h);
+}
+
+void CpuDevice::lars_update(DType g_type, float* w, float* v, const void* g,
+                            const kernels::LarsBucket& b, const kernels::LarsHyper& h) {
+  kernels::cpu::lars_update(w, v, g_type, g, b, h);
+}
+
 void CpuDevice::reduce_add_from(DType t, void* out0, void* out1, DType ta, const void* a,
                                 DType tb, const void* b, double alpha, size_t n) {
   kernels::cpu::reduce_add_from(t, out0, out1, ta, a, tb, b, alpha, n);

@@ -73,6 +73,10 @@ class CpuDevice : public Device {
                   const kernels::SgdHyper& h) override;
   void sgd_update_from(DType g_type, float* w, float* v, const void* g, size_t n,
                        const kernels::SgdHyper& h) override;
+  void adamw_update(DType g_type, float* w, float* m, float* v, const void* g, size_t n,
+                    const kernels::AdamWHyper& h) override;
+  void lars_update(DType g_type, float* w, float* v, const void* g, const kernels::LarsBucket& b,
+                   const kernels::LarsHyper& h) override;
   void convert(DType to, void* dst, DType from, const void* src, size_t n) override;
   void reduce_add_float_to(DType t, void* out0, void* out1, const float* a, const float* b,
                            double alpha, size_t n) override;

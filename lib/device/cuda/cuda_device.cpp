@@ -557,6 +557,16 @@ class CudaDevice final : public Device {
     bind();
     kernels::cuda::sgd_update(w, v, g_type, g, n, h, stream_);
   }
+  void adamw_update(DType g_type, float* w, float* m, float* v, const void* g, size_t n,
+                    const kernels::AdamWHyper& h) override {
+    bind();
+    kernels::cuda::adamw_update(w, m, v, g_type, g, n, h, stream_);
+  }
+  void lars_update(DType g_type, float* w, float* v, const void* g, const kernels::LarsBucket& b,
+                   const kernels::LarsHyper& h) override {
+    bind();
+    kernels::cuda::lars_update(w, v, g_type, g, b, h, stream_);
+  }
   void convert(DType to, void* dst, DType from, const void* src, size_t n) override {
     bind();
     kernels::cuda::convert(to, dst, from, src, n, stream_);
