@@ -12,7 +12,7 @@
 # Needs root and, for DDP, Debian's python3-torch.
 #
 #   jobs/local/netns-train.sh [--topology switch[,chain]] [--nodes 2,4,8] [--ranks-per-node 1]
-#       [--rate 500mbit] [--queue 100ms[,2ms]] [--model mlp:784-2048-2048-10|cnn:alexnet]
+#       [--rate 500mbit] [--queue 100ms[,2ms]] [--model mlp:784-2048-2048-10|cnn:alexnet|cnn:resnet18]
 #       [--batch 32] [--steps 30] [--warmup 5] [--repeat 3] [--algos lp,ring,be,auto]
 #       [--tools lpsgd,ddp,ddp-fp16] [--lr 0.05] [--weight-decay 0] [--ddp-bucket-mb 25]
 #       [--lpsgd-args 'ARGS'] [--calibration FILE] [--shape 1,28,28] [--classes 10]
@@ -127,8 +127,8 @@ if [[ -n $calibration ]]; then
   calibration=$(cd "$(dirname "$calibration")" && pwd)/$(basename "$calibration")
 fi
 case $model in
-  mlp:*|cnn:alexnet|cnn:lenet) ;;
-  *) die "--model: mlp:IN-...-OUT, cnn:alexnet or cnn:lenet, got '$model'" ;;
+  mlp:*|cnn:alexnet|cnn:lenet|cnn:resnet18|cnn:resnet34|cnn:resnet[0-9]*) ;;
+  *) die "--model: mlp:IN-...-OUT, cnn:alexnet, cnn:lenet or cnn:resnetN, got '$model'" ;;
 esac
 want() { [[ ,$tools, == *,$1,* ]]; }
 if want ddp || want ddp-fp16; then

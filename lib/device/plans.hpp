@@ -47,6 +47,10 @@ struct Conv2dSpec {
   bool relu = false;        ///< forward ends with max(., 0) (a fused ReLU)
   bool input_grad = true;   ///< backward computes dx
   Precision precision = Precision::fp32;
+  /// Inference (Mode::Eval): no backward, and nothing kept from one call to
+  /// the next, so the plan may stage its operands in memory it shares with
+  /// the device's other inference plans rather than in memory of its own.
+  bool forward_only = false;
 };
 
 /// A fully connected layer over a batch: x [batch, in] to y [batch, out] =
@@ -57,6 +61,7 @@ struct LinearSpec {
   bool relu = false;
   bool input_grad = true;
   Precision precision = Precision::fp32;
+  bool forward_only = false;  ///< as Conv2dSpec's
 };
 
 /// Max pooling of batch x g.channels planes of g.in_h x g.in_w (padding never

@@ -4,21 +4,23 @@
 
 namespace lpsgd::nn {
 
-AffinePlan& AffineLayer::plan(int64_t batch) {
+AffinePlan& AffineLayer::plan(int64_t batch, Mode mode) {
   // Plans depend on the batch size and on whether dx and a fused ReLU are
-  // wanted (both may change after the first forward, e.g. in gradient checks).
+  // wanted (both may change after the first forward, e.g. in gradient
+  // checks); Mode::Eval has plans of its own, forward only.
+  const bool fwd_only = mode == Mode::Eval;
   for (auto& [key, p] : plans_)
     if (key.batch == batch && key.input_grad == input_grad_ && key.relu == relu_ &&
-        key.precision == precision_)
+        key.precision == precision_ && key.forward_only == fwd_only)
       return *p;
-  plans_.emplace_back(Key{batch, input_grad_, relu_, precision_}, make_plan(batch));
+  plans_.emplace_back(Key{batch, input_grad_, relu_, precision_, fwd_only}, make_plan(batch, fwd_only));
   return *plans_.back().second;
 }
 
-void AffineLayer::do_prepare(int64_t batch) {
-  plan(batch);
-  y_mem_.reserve(static_cast<size_t>(output_shape().with_batch(batch).numel()) * sizeof(float));
-  if (input_grad_)
+void AffineLayer::do_prepare(int64_t batch, Mode mode) {
+  plan(batch, mode);
+  output_memory(y_mem_, mode).reserve(static_cast<size_t>(output_shape().with_batch(batch).numel()) * sizeof(float));
+  if (input_grad_ && mode == Mode::Train)
     dx_mem_.reserve(static_cast<size_t>(input_shape().with_batch(batch).numel()) * sizeof(float));
 }
 
@@ -34,11 +36,11 @@ void AffineLayer::declare_params(const Shape& weight, Init weight_init, int64_t 
   }
 }
 
-const Tensor& AffineLayer::do_forward(const Tensor& x, Mode) {
+const Tensor& AffineLayer::do_forward(const Tensor& x, Mode mode) {
   x_ = x;
-  y_ = y_mem_.tensor(output_shape().with_batch(batch()));
+  y_ = output_memory(y_mem_, mode).tensor(output_shape().with_batch(batch()));
   const float* b = bias_ ? params_[1].value.data() : static_cast<float*>(no_bias_.reserve(0));
-  plan(batch()).forward(y_.data(), x.data(), params_[0].value.data(), b);
+  plan(batch(), mode).forward(y_.data(), x.data(), params_[0].value.data(), b);
   return y_;
 }
 

@@ -37,14 +37,14 @@ Shape AvgPool2d::do_setup(const Shape& input) {
   return Shape{input[0], g_.out_h, g_.out_w};
 }
 
-void AvgPool2d::do_prepare(int64_t batch) {
-  y_mem_.reserve(static_cast<size_t>(output_shape().with_batch(batch).numel()) * sizeof(float));
-  if (input_grad_)
+void AvgPool2d::do_prepare(int64_t batch, Mode mode) {
+  output_memory(y_mem_, mode).reserve(static_cast<size_t>(output_shape().with_batch(batch).numel()) * sizeof(float));
+  if (input_grad_ && mode == Mode::Train)
     dx_mem_.reserve(static_cast<size_t>(input_shape().with_batch(batch).numel()) * sizeof(float));
 }
 
-const Tensor& AvgPool2d::do_forward(const Tensor& x, Mode) {
-  y_ = y_mem_.tensor(output_shape().with_batch(batch()));
+const Tensor& AvgPool2d::do_forward(const Tensor& x, Mode mode) {
+  y_ = output_memory(y_mem_, mode).tensor(output_shape().with_batch(batch()));
   dev_.avgpool_forward(y_.data(), x.data(), g_, static_cast<size_t>(batch()) * g_.channels, count_pad_);
   return y_;
 }

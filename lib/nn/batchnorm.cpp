@@ -51,10 +51,10 @@ Shape BatchNorm::do_setup(const Shape& input) {
   return input;
 }
 
-void BatchNorm::do_prepare(int64_t batch) {
+void BatchNorm::do_prepare(int64_t batch, Mode mode) {
   const auto bytes = static_cast<size_t>(output_shape().with_batch(batch).numel()) * sizeof(float);
-  y_mem_.reserve(bytes);
-  if (input_grad_) dx_mem_.reserve(bytes);
+  output_memory(y_mem_, mode).reserve(bytes);
+  if (input_grad_ && mode == Mode::Train) dx_mem_.reserve(bytes);
 }
 
 kernels::BnShape BatchNorm::shape_of_batch() const {
@@ -79,7 +79,7 @@ const Tensor& BatchNorm::do_forward(const Tensor& x, Mode mode) {
       coef, state_[0].value.data(), state_[1].value.data(), stats, params_[0].value.data(),
       params_[1].value.data(), count_, eps_, momentum_, train, channels_});
   x_ = x;
-  y_ = y_mem_.tensor(x.shape());
+  y_ = output_memory(y_mem_, mode).tensor(x.shape());
   dev_.bn_apply(y_.data(), x.data(), coef, coef + channels_, sh, relu_);
   return y_;
 }

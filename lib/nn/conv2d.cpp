@@ -48,9 +48,9 @@ Shape Conv2d::do_setup(const Shape& input) {
   return Shape{out_channels_, g_.out_h, g_.out_w};
 }
 
-std::unique_ptr<AffinePlan> Conv2d::make_plan(int64_t batch) {
-  return dev_.plan_conv2d(
-      Conv2dSpec{batch, g_, static_cast<int>(out_channels_), relu(), input_grad_, precision()});
+std::unique_ptr<AffinePlan> Conv2d::make_plan(int64_t batch, bool forward_only) {
+  return dev_.plan_conv2d(Conv2dSpec{batch, g_, static_cast<int>(out_channels_), relu(), input_grad_,
+                                     precision(), forward_only});
 }
 
 }  // namespace lpsgd::nn

@@ -38,10 +38,10 @@ Shape Layer::setup(const Shape& input) {
   return out_;
 }
 
-void Layer::prepare(int64_t batch) {
+void Layer::prepare(int64_t batch, Mode mode) {
   LPSGD_CHECK(configured_, describe() << ": prepare() before setup()");
   LPSGD_CHECK(batch >= 1, describe() << ": prepare() for batch " << batch);
-  do_prepare(batch);
+  do_prepare(batch, mode);
 }
 
 const Tensor& Layer::forward(const Tensor* const* xs, size_t n, Mode mode) {

@@ -66,10 +66,11 @@ class Layer {
   /// index, for layers that draw random numbers while running (Dropout).
   virtual void seed(uint64_t /*seed*/, size_t /*index*/) {}
 
-  /// Sets up what running a batch of this size needs (the Device's plans,
-  /// activation memory), so the first step does not. Optional: forward does
-  /// it for a batch size it has not seen.
-  void prepare(int64_t batch);
+  /// Sets up what running a batch of this size in `mode` needs (the
+  /// Device's plans, activation memory; in Mode::Eval no gradient memory),
+  /// so the first step does not. Optional: forward does it for a batch size
+  /// it has not seen.
+  void prepare(int64_t batch, Mode mode = Mode::Train);
 
   /// What runs this layer for batches of this size, e.g. "onednn jit:avx2"
   /// (making its plan if there is none yet): for benchmarks and logs.
@@ -89,6 +90,13 @@ class Layer {
   /// only masks the gradient. Returns whether this layer can (Linear,
   /// Conv2d, BatchNorm, Add); the Model asks before any forward.
   virtual bool fuse_relu() { return false; }
+  /// Memory for this layer's output in Mode::Eval, shared with other layers
+  /// by the Model where their outputs are never needed at once (nullptr:
+  /// the layer's own, as in training, where backward needs every output).
+  void set_eval_output(Scratch* s) { eval_out_ = s; }
+  /// Whether forward in Mode::Eval returns its input itself (or a view of
+  /// it): then the output needs no memory of its own.
+  virtual bool eval_passes_input() const { return false; }
   /// After fuse_relu(): whether this layer's backward also applies the
   /// ReLU's mask to the gradient it receives (the ReLU layer then passes its
   /// gradient on as it is), rather than the ReLU layer masking it first.
@@ -120,7 +128,10 @@ class Layer {
  protected:
   explicit Layer(Device& dev) : dev_(dev) {}
   virtual Shape do_setup(const Shape& input) = 0;
-  virtual void do_prepare(int64_t /*batch*/) {}
+  virtual void do_prepare(int64_t /*batch*/, Mode /*mode*/) {}
+  /// Where forward puts its output: `own` in training, the Model's shared
+  /// eval memory in Mode::Eval where it gave one.
+  Scratch& output_memory(Scratch& own, Mode mode) { return mode == Mode::Eval && eval_out_ ? *eval_out_ : own; }
   virtual const Tensor& do_forward(const Tensor& x, Mode mode) = 0;
   /// A layer of several inputs overrides this (the others get x = xs[0]).
   virtual const Tensor& do_forward_n(const Tensor* const* xs, size_t n, Mode mode) {
@@ -140,6 +151,7 @@ class Layer {
   std::vector<Param> state_;
   bool input_grad_ = true;
   Tensor none_;  // what backward returns without input gradients
+  Scratch* eval_out_ = nullptr;
 
  private:
   Shape in_, out_;

@@ -43,14 +43,15 @@ class AffineLayer : public Layer {
  protected:
   AffineLayer(Device& dev, bool bias)
       : Layer(dev), bias_(bias), y_mem_(dev), dx_mem_(dev), no_bias_(dev) {}
-  virtual std::unique_ptr<AffinePlan> make_plan(int64_t batch) = 0;
+  /// The plan for batches of this size; forward_only for Mode::Eval.
+  virtual std::unique_ptr<AffinePlan> make_plan(int64_t batch, bool forward_only) = 0;
   /// Declares weight (and bias, when the layer has one) of these shapes.
   void declare_params(const Shape& weight, Init weight_init, int64_t fan_in, int64_t fan_out,
                       int64_t outputs);
 
  private:
-  AffinePlan& plan(int64_t batch);
-  void do_prepare(int64_t batch) override;
+  AffinePlan& plan(int64_t batch, Mode mode = Mode::Train);
+  void do_prepare(int64_t batch, Mode mode) override;
   const Tensor& do_forward(const Tensor& x, Mode mode) override;
   const Tensor& do_backward(const Tensor& dy) override;
 
@@ -58,6 +59,7 @@ class AffineLayer : public Layer {
     int64_t batch;
     bool input_grad, relu;
     Precision precision;
+    bool forward_only;
   };
   bool relu_ = false;
   Precision precision_ = Precision::fp32;
@@ -79,7 +81,7 @@ class Linear final : public AffineLayer {
 
  private:
   Shape do_setup(const Shape& input) override;
-  std::unique_ptr<AffinePlan> make_plan(int64_t batch) override;
+  std::unique_ptr<AffinePlan> make_plan(int64_t batch, bool forward_only) override;
 
   int64_t in_ = 0, out_;
   Init weight_init_;
@@ -106,7 +108,7 @@ class Conv2d final : public AffineLayer {
 
  private:
   Shape do_setup(const Shape& input) override;
-  std::unique_ptr<AffinePlan> make_plan(int64_t batch) override;
+  std::unique_ptr<AffinePlan> make_plan(int64_t batch, bool forward_only) override;
 
   int64_t in_channels_ = 0, out_channels_;
   Window w_;
@@ -127,7 +129,7 @@ class MaxPool2d final : public Layer {
 
  private:
   Shape do_setup(const Shape& input) override;
-  void do_prepare(int64_t batch) override;
+  void do_prepare(int64_t batch, Mode mode) override;
   const Tensor& do_forward(const Tensor& x, Mode mode) override;
   const Tensor& do_backward(const Tensor& dy) override;
   MaxPool2dPlan& plan(int64_t batch);
@@ -154,7 +156,7 @@ class AvgPool2d final : public Layer {
  private:
   AvgPool2d(Device& dev, bool global);
   Shape do_setup(const Shape& input) override;
-  void do_prepare(int64_t batch) override;
+  void do_prepare(int64_t batch, Mode mode) override;
   const Tensor& do_forward(const Tensor& x, Mode mode) override;
   const Tensor& do_backward(const Tensor& dy) override;
 
@@ -203,7 +205,7 @@ class BatchNorm final : public Layer {
 
  private:
   Shape do_setup(const Shape& input) override;
-  void do_prepare(int64_t batch) override;
+  void do_prepare(int64_t batch, Mode mode) override;
   const Tensor& do_forward(const Tensor& x, Mode mode) override;
   const Tensor& do_backward(const Tensor& dy) override;
   kernels::BnShape shape_of_batch() const;
@@ -236,7 +238,7 @@ class Add final : public Layer {
 
  private:
   Shape do_setup(const Shape& input) override { return input; }
-  void do_prepare(int64_t batch) override;
+  void do_prepare(int64_t batch, Mode mode) override;
   const Tensor& do_forward(const Tensor& x, Mode mode) override;
   const Tensor& do_forward_n(const Tensor* const* xs, size_t n, Mode mode) override;
   const Tensor& do_backward(const Tensor& dy) override;
@@ -256,6 +258,7 @@ class ReLU final : public Layer {
     return pass_gradient_ ? "fused into the layer it reads (forward and backward)"
                           : "fused into the layer it reads (backward: kernel)";
   }
+  bool eval_passes_input() const override { return fused_; }
   /// The layer it reads already applied max(., 0) (Layer::fuse_relu):
   /// forward passes its input through, and backward masks the gradient, or
   /// with pass_gradient passes it on as it is (the layer masks it then).
@@ -279,6 +282,7 @@ class Flatten final : public Layer {
  public:
   explicit Flatten(Device& dev) : Layer(dev) {}
   std::string describe() const override { return "Flatten"; }
+  bool eval_passes_input() const override { return true; }
   std::string impl(int64_t) override { return "a view (no work)"; }
 
  private:
@@ -298,6 +302,7 @@ class Dropout final : public Layer {
  public:
   /// p in [0, 1): a usage error otherwise.
   Dropout(Device& dev, float p);
+  bool eval_passes_input() const override { return true; }
   std::string describe() const override;
   void seed(uint64_t seed, size_t index) override;
   /// The Rng counter of the next training forward (for checkpoints).

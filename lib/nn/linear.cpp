@@ -23,8 +23,8 @@ Shape Linear::do_setup(const Shape& input) {
   return Shape{out_};
 }
 
-std::unique_ptr<AffinePlan> Linear::make_plan(int64_t batch) {
-  return dev_.plan_linear(LinearSpec{batch, in_, out_, relu(), input_grad_, precision()});
+std::unique_ptr<AffinePlan> Linear::make_plan(int64_t batch, bool forward_only) {
+  return dev_.plan_linear(LinearSpec{batch, in_, out_, relu(), input_grad_, precision(), forward_only});
 }
 
 }  // namespace lpsgd::nn

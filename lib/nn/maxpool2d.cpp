@@ -39,15 +39,15 @@ MaxPool2dPlan& MaxPool2d::plan(int64_t batch) {
   return *plans_.back().second;
 }
 
-void MaxPool2d::do_prepare(int64_t batch) {
+void MaxPool2d::do_prepare(int64_t batch, Mode mode) {
   plan(batch);
-  y_mem_.reserve(static_cast<size_t>(output_shape().with_batch(batch).numel()) * sizeof(float));
-  if (input_grad_)
+  output_memory(y_mem_, mode).reserve(static_cast<size_t>(output_shape().with_batch(batch).numel()) * sizeof(float));
+  if (input_grad_ && mode == Mode::Train)
     dx_mem_.reserve(static_cast<size_t>(input_shape().with_batch(batch).numel()) * sizeof(float));
 }
 
-const Tensor& MaxPool2d::do_forward(const Tensor& x, Mode) {
-  y_ = y_mem_.tensor(output_shape().with_batch(batch()));
+const Tensor& MaxPool2d::do_forward(const Tensor& x, Mode mode) {
+  y_ = output_memory(y_mem_, mode).tensor(output_shape().with_batch(batch()));
   plan(batch()).forward(y_.data(), x.data());
   return y_;
 }

@@ -103,6 +103,7 @@ void Model::finalize(uint64_t seed) {
     Layer& into = *layers_[static_cast<size_t>(j)];
     if (into.fuse_relu()) relu->set_fused(true, into.masks_relu_gradient());
   }
+  share_eval_memory();
   outs_.assign(layers_.size(), nullptr);
   grad_.assign(layers_.size() + 1, nullptr);
   sum_.resize(layers_.size() + 1);
@@ -111,9 +112,38 @@ void Model::finalize(uint64_t seed) {
   finalized_ = true;
 }
 
-void Model::prepare(int64_t batch) {
+void Model::prepare(int64_t batch, Mode mode) {
   LPSGD_CHECK(finalized_, "Model::prepare before finalize()");
-  for (auto& layer : layers_) layer->prepare(batch);
+  for (auto& layer : layers_) layer->prepare(batch, mode);
+}
+
+void Model::share_eval_memory() {
+  const size_t n = layers_.size();
+  // holder[l]: the layer whose memory holds l's eval output (a view's is
+  // its input's holder; kInput: the model's input, never freed here).
+  std::vector<int> holder(n);
+  std::vector<size_t> last_read(n, 0);
+  for (size_t l = 0; l < n; ++l) {
+    holder[l] = layers_[l]->eval_passes_input() ? (inputs_[l][0] == kInput ? kInput : holder[static_cast<size_t>(inputs_[l][0])])
+                                                : static_cast<int>(l);
+    for (int j : inputs_[l])
+      if (j != kInput && holder[static_cast<size_t>(j)] != kInput)
+        last_read[static_cast<size_t>(holder[static_cast<size_t>(j)])] = l;
+  }
+  if (holder[n - 1] != kInput) last_read[static_cast<size_t>(holder[n - 1])] = n;  // the logits outlive forward
+  // Greedy: layer l takes a buffer whose holder's last reader ran before l.
+  std::vector<size_t> busy_until;  // per buffer: the last layer that reads it
+  for (size_t l = 0; l < n; ++l) {
+    if (holder[l] != static_cast<int>(l)) continue;
+    size_t b = 0;
+    while (b < busy_until.size() && busy_until[b] >= l) ++b;
+    if (b == busy_until.size()) {
+      busy_until.push_back(0);
+      eval_mem_.push_back(std::make_unique<Scratch>(dev_));
+    }
+    busy_until[b] = std::max(last_read[l], l);
+    layers_[l]->set_eval_output(eval_mem_[b].get());
+  }
 }
 
 const Tensor& Model::forward(const Tensor& x, Mode mode, const LayerStartFn& before_layer) {

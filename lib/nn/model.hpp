@@ -98,10 +98,20 @@ class Model {
   /// fuse_relu) and nothing else reads that layer. Every layer's output but
   /// the last must be read by some layer. Call once, after the last add().
   void finalize(uint64_t seed);
-  /// Sets up every layer for batches of this size (the Device's plans and
-  /// activation memory), so that the first step of that size allocates and
-  /// compiles nothing. A trainer calls it for its training and eval batches.
-  void prepare(int64_t batch);
+  /// Sets up every layer for batches of this size in `mode` (the Device's
+  /// plans and activation memory), so that the first step of that size
+  /// allocates and compiles nothing. A trainer calls it for its training
+  /// batch (Mode::Train) and its evaluation batch (Mode::Eval).
+  ///
+  /// Memory by liveness: in training every layer keeps its output (backward
+  /// reads them all), but in Mode::Eval an output is dead once the layers
+  /// that read it have run, so finalize() gives the layers a few shared
+  /// buffers, each reused as soon as its last reader is done (a greedy
+  /// colouring of the outputs' lifetimes in the graph's order; outputs that
+  /// are views of their input, Flatten's and a fused ReLU's, live as long as
+  /// their readers). ResNet-18 evaluating batches of 500 needs three
+  /// activations' memory instead of one per layer.
+  void prepare(int64_t batch, Mode mode = Mode::Train);
 
   /// x: [N, input...] (or any shape with N rows of input_shape().numel()
   /// values). Returns the logits [N, classes], valid until the next forward.
@@ -194,6 +204,8 @@ class Model {
  private:
   // Points the arenas, and every parameter's value and grad tensors, at them.
   void bind_arenas(float* params, float* grads);
+  // Gives the layers their shared Mode::Eval output memory (see prepare()).
+  void share_eval_memory();
   // Backward's gradient for layer j's output (kInput: the model input's)
   // gets dx: kept as a view where it is the first, summed where not.
   void add_grad(int j, const Tensor& dx);
@@ -214,6 +226,7 @@ class Model {
   std::vector<const Tensor*> grad_;
   std::vector<Tensor> sum_;
   std::vector<std::unique_ptr<Scratch>> sum_mem_;
+  std::vector<std::unique_ptr<Scratch>> eval_mem_;  // the eval outputs' shared buffers
   bool input_grad_on_ = false;
   LayerObserver observer_;
   DeviceBuffer param_arena_, grad_arena_, state_arena_;  // the first two empty once place_arenas() moved them

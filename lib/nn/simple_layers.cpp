@@ -4,12 +4,12 @@
 
 namespace lpsgd::nn {
 
-const Tensor& ReLU::do_forward(const Tensor& x, Mode) {
+const Tensor& ReLU::do_forward(const Tensor& x, Mode mode) {
   if (fused_) {  // x is already max(., 0): the layer before wrote it so
     y_ = x;
     return y_;
   }
-  y_ = y_mem_.tensor(x.shape());
+  y_ = output_memory(y_mem_, mode).tensor(x.shape());
   dev_.relu_forward(y_.data(), x.data(), static_cast<size_t>(x.numel()));
   return y_;
 }
@@ -70,16 +70,16 @@ const Tensor& Dropout::do_backward(const Tensor& dy) {
   return dx_;
 }
 
-void Add::do_prepare(int64_t batch) {
-  y_mem_.reserve(static_cast<size_t>(output_shape().with_batch(batch).numel()) * sizeof(float));
+void Add::do_prepare(int64_t batch, Mode mode) {
+  output_memory(y_mem_, mode).reserve(static_cast<size_t>(output_shape().with_batch(batch).numel()) * sizeof(float));
 }
 
 const Tensor& Add::do_forward(const Tensor& x, Mode) {
   LPSGD_THROW(describe() << ": forward with one input (" << x.shape().str() << "), it adds two");
 }
 
-const Tensor& Add::do_forward_n(const Tensor* const* xs, size_t, Mode) {
-  y_ = y_mem_.tensor(xs[0]->shape());
+const Tensor& Add::do_forward_n(const Tensor* const* xs, size_t, Mode mode) {
+  y_ = output_memory(y_mem_, mode).tensor(xs[0]->shape());
   dev_.add_forward(y_.data(), xs[0]->data(), xs[1]->data(), static_cast<size_t>(y_.numel()), relu_);
   return y_;
 }

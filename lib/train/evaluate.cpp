@@ -121,7 +121,7 @@ EvalResult evaluate_model(Device& dev, const EvalConfig& cfg) {
     desc = checkpoint_model(read_checkpoint_or_dir(cfg.model, &source), &data);
   }
   auto m = nn::build_model(dev, desc, nn::shape_of(desc.input_shape), 1, /*given_params=*/true);
-  m->prepare(cfg.batch);
+  m->prepare(cfg.batch, nn::Mode::Eval);
 
   const auto k = static_cast<size_t>(data.classes);
   const size_t sample = static_cast<size_t>(sh.sample_elems());

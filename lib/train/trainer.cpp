@@ -233,7 +233,7 @@ Run::Run(Device& dev, const TrainConfig& cfg) : dev_(dev), cfg_(cfg), bar_(cfg.p
   }
   // Plans and activation memory for both batch sizes now, not in the first step.
   model_->prepare(cfg_.batch);
-  model_->prepare(cfg_.eval_batch);
+  model_->prepare(cfg_.eval_batch, nn::Mode::Eval);
 
   opt_ = make_optimizer(dev_, *model_, cfg_.optimizer);
   // The LR schedule spans the planned run (--epochs); --max-steps only cuts a

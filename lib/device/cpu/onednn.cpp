@@ -68,43 +68,74 @@ DT input_type(Precision p) { return p == Precision::bf16 ? DT::bf16 : DT::f32; }
 // plan over BLAS.
 bool is_reference(const char* impl) { return std::strncmp(impl, "ref", 3) == 0; }
 
+// Staging memory that inference plans share (Conv2dSpec::forward_only): they
+// keep nothing from one call to the next, so one buffer per operand serves
+// them all, grown to the largest. The CPU device computes on one thread.
+void* shared_stage(int slot, size_t bytes) {
+  static std::vector<std::vector<char>> slots(4);
+  std::vector<char>& s = slots.at(static_cast<size_t>(slot));
+  if (s.size() < bytes) {
+    s.clear();
+    s.shrink_to_fit();
+    s.resize(bytes);  // zeroed: touched once, here, not inside a later call
+  }
+  return s.data();
+}
+
 // A tensor the caller holds in its plain layout and a primitive wants in
-// `want`. When the two differ, the plan owns a buffer in `want` and the
-// reorders between them; otherwise inner() is the caller's memory itself.
+// `want`. When the two differ, the plan owns a buffer in `want` (or, for an
+// inference plan, uses shared staging slot `slot`) and the reorders between
+// them; otherwise inner() is the caller's memory itself.
 class Staged {
  public:
   Staged() = default;
-  Staged(Device& dev, const memory::desc& plain, const memory::desc& want)
+  Staged(Device& dev, const memory::desc& plain, const memory::desc& want, int slot = -1)
       : user_(plain, engine(), DNNL_MEMORY_NONE) {
     if (want == plain) {
       inner_ = user_;
       return;
     }
-    buf_ = DeviceBuffer(dev, want.get_size());
-    inner_ = memory(want, engine(), buf_.data());
+    reorders_ = true;
+    slot_ = slot;
+    bytes_ = want.get_size();
+    if (slot < 0) buf_ = DeviceBuffer(dev, bytes_);
+    else shared_stage(slot, bytes_);  // sized now, not in the first call
+    inner_ = memory(want, engine(), slot < 0 ? buf_.data() : DNNL_MEMORY_NONE);
     to_inner_ = dnnl::reorder(user_, inner_);
     to_user_ = dnnl::reorder(inner_, user_);
   }
-  bool reorders() const { return buf_.data() != nullptr; }
+  bool reorders() const { return reorders_; }
   /// The memory the primitive reads or writes.
   memory& inner() { return inner_; }
   /// Points at the caller's data p and, when the layouts differ, reorders it
   /// into inner().
   void load(dnnl::stream& s, const float* p) {
     user_.set_data_handle(const_cast<float*>(p));
-    if (reorders()) to_inner_.execute(s, user_, inner_);
+    if (!reorders_) return;
+    point_inner();
+    to_inner_.execute(s, user_, inner_);
   }
   /// Points at where the caller wants a result (p); after the primitive wrote
   /// inner(), store() puts it there.
-  void target(float* p) { user_.set_data_handle(p); }
+  void target(float* p) {
+    user_.set_data_handle(p);
+    if (reorders_) point_inner();
+  }
   void store(dnnl::stream& s) {
-    if (reorders()) to_user_.execute(s, inner_, user_);
+    if (reorders_) to_user_.execute(s, inner_, user_);
   }
 
  private:
+  // A shared slot may have moved since (grown for a larger plan).
+  void point_inner() {
+    if (slot_ >= 0) inner_.set_data_handle(shared_stage(slot_, bytes_));
+  }
   memory user_, inner_;
   DeviceBuffer buf_;
   dnnl::reorder to_inner_, to_user_;
+  bool reorders_ = false;
+  int slot_ = -1;
+  size_t bytes_ = 0;
 };
 
 dnnl::primitive_attr make_attr(bool relu) {
@@ -134,21 +165,25 @@ struct Primitives {
   Args fwd_args, bww_args, bwd_args;
   dnnl::stream stream{engine()};
   bool has_bwd = false;
+  bool has_bww = true;  // false in an inference plan (forward only)
   const char* kind = "onednn ";  // "onednn bf16 " for a bf16 plan
 
   // Makes the primitives once the descriptors are chosen; the argument maps
   // get the scratchpad here.
   void make(Device& dev, Args f, Args w, Args d) {
-    size_t bytes = std::max(fwd_pd.scratchpad_desc().get_size(), bww_pd.scratchpad_desc().get_size());
+    size_t bytes = fwd_pd.scratchpad_desc().get_size();
+    if (has_bww) bytes = std::max(bytes, bww_pd.scratchpad_desc().get_size());
     if (has_bwd) bytes = std::max(bytes, bwd_pd.scratchpad_desc().get_size());
     scratch_ = DeviceBuffer(dev, std::max<size_t>(bytes, 64));
     const auto pad = [&](const memory::desc& want) { return memory(want, engine(), scratch_.data()); };
     fwd = Fwd(fwd_pd);
     fwd_args = std::move(f);
     fwd_args.emplace(DNNL_ARG_SCRATCHPAD, pad(fwd_pd.scratchpad_desc()));
-    bww = BwdWeights(bww_pd);
-    bww_args = std::move(w);
-    bww_args.emplace(DNNL_ARG_SCRATCHPAD, pad(bww_pd.scratchpad_desc()));
+    if (has_bww) {
+      bww = BwdWeights(bww_pd);
+      bww_args = std::move(w);
+      bww_args.emplace(DNNL_ARG_SCRATCHPAD, pad(bww_pd.scratchpad_desc()));
+    }
     if (has_bwd) {
       bwd = BwdData(bwd_pd);
       bwd_args = std::move(d);
@@ -156,12 +191,13 @@ struct Primitives {
     }
   }
   bool any_reference() const {
-    return is_reference(fwd_pd.impl_info_str()) || is_reference(bww_pd.impl_info_str()) ||
+    return is_reference(fwd_pd.impl_info_str()) || (has_bww && is_reference(bww_pd.impl_info_str())) ||
            (has_bwd && is_reference(bwd_pd.impl_info_str()));
   }
   std::string impl() const {
-    std::string s = std::string(kind) + "fwd " + fwd_pd.impl_info_str() + ", bwd-weights " +
-                    bww_pd.impl_info_str();
+    std::string s = std::string(kind) + "fwd " + fwd_pd.impl_info_str();
+    if (!has_bww) return s + " (inference)";
+    s += std::string(", bwd-weights ") + bww_pd.impl_info_str();
     if (has_bwd) s += std::string(", bwd-data ") + bwd_pd.impl_info_str();
     return s;
   }
@@ -207,13 +243,27 @@ class Conv2d final : public AffinePlan {
 
     // Forward: oneDNN's layouts, or plain ones where it has only a reference
     // kernel for those.
+    const auto prop = s.forward_only ? dnnl::prop_kind::forward_inference : dnnl::prop_kind::forward_training;
     const auto fwd_pd = [&](const memory::desc& sm, const memory::desc& dm) {
-      return Fwd::primitive_desc(Fwd::desc(dnnl::prop_kind::forward_training, algo, sm, i_wei,
-                                           p_bia, dm, strides, pad_l, pad_r),
+      return Fwd::primitive_desc(Fwd::desc(prop, algo, sm, i_wei, p_bia, dm, strides, pad_l, pad_r),
                                  make_attr(s.relu), engine());
     };
     p.fwd_pd = fwd_pd(i_src, a_dst);
     if (is_reference(p.fwd_pd.impl_info_str())) p.fwd_pd = fwd_pd(ip_src, p_dst);
+    b_ = memory(p_bia, engine(), DNNL_MEMORY_NONE);
+    if (s.forward_only) {  // inference: forward alone, staged in the shared slots
+      forward_only_ = true;
+      p.has_bww = p.has_bwd = false;
+      if (p.any_reference()) throw Unsupported{};
+      x_ = Staged(dev, p_src, p.fwd_pd.src_desc(), 0);
+      w_ = Staged(dev, p_wei, p.fwd_pd.weights_desc(), 1);
+      y_ = Staged(dev, p_dst, p.fwd_pd.dst_desc(), 2);
+      p.make(dev,
+             {{DNNL_ARG_SRC, x_.inner()}, {DNNL_ARG_WEIGHTS, w_.inner()}, {DNNL_ARG_BIAS, b_},
+              {DNNL_ARG_DST, y_.inner()}},
+             {}, {});
+      return;
+    }
 
     // Backward weights. With fewer input channels than a vector holds (a
     // first layer on grey or RGB images) the blocked JIT kernel is slower than
@@ -249,7 +299,6 @@ class Conv2d final : public AffinePlan {
     x_ = Staged(dev, p_src, p.fwd_pd.src_desc());
     w_ = Staged(dev, p_wei, p.fwd_pd.weights_desc());
     y_ = Staged(dev, p_dst, p.fwd_pd.dst_desc());
-    b_ = memory(p_bia, engine(), DNNL_MEMORY_NONE);
     db_ = memory(p_bia, engine(), DNNL_MEMORY_NONE);
     x_bw_same_ = p.bww_pd.src_desc() == p.fwd_pd.src_desc();
     if (!x_bw_same_) x_bw_ = Staged(dev, p_src, p.bww_pd.src_desc());
@@ -293,6 +342,7 @@ class Conv2d final : public AffinePlan {
 
   void do_backward(float* dx, float* dw, float* db, const float* dy, const float* w,
                    const std::function<void()>& grads_written) override {
+    LPSGD_CHECK(!forward_only_, "conv2d plan: backward of an inference plan");
     LPSGD_CHECK(x_saved_, "conv2d plan: backward before forward");
     auto& st = p_.stream;
     if (!x_bw_same_) x_bw_.load(st, x_saved_);
@@ -318,7 +368,7 @@ class Conv2d final : public AffinePlan {
  private:
   Primitives<Fwd, BwdData, BwdWeights> p_;
   Staged x_, w_, y_, x_bw_, dy_w_, dw_, dy_d_, w_bd_, dx_;
-  bool x_bw_same_ = true, dy_d_same_ = true, w_bd_same_ = true;
+  bool x_bw_same_ = true, dy_d_same_ = true, w_bd_same_ = true, forward_only_ = false;
   memory b_, db_;
   const float* x_saved_ = nullptr;
 };
@@ -348,8 +398,21 @@ class Linear final : public AffinePlan {
     auto& p = p_;
     if (bf16) p.kind = "onednn bf16 ";
     p.fwd_pd = Fwd::primitive_desc(
-        Fwd::desc(dnnl::prop_kind::forward_training, i_src, i_wei, bia, dst), make_attr(s.relu),
-        engine());
+        Fwd::desc(s.forward_only ? dnnl::prop_kind::forward_inference : dnnl::prop_kind::forward_training,
+                  i_src, i_wei, bia, dst),
+        make_attr(s.relu), engine());
+    y_ = memory(dst, engine(), DNNL_MEMORY_NONE);
+    for (auto* m : {&b_, &db_}) *m = memory(bia, engine(), DNNL_MEMORY_NONE);
+    if (s.forward_only) {  // inference: forward alone, staged in the shared slots
+      forward_only_ = true;
+      p.has_bww = p.has_bwd = false;
+      if (p.any_reference()) throw Unsupported{};
+      x_ = Staged(dev, src, p.fwd_pd.src_desc(), 0);
+      w_ = Staged(dev, wei, p.fwd_pd.weights_desc(), 1);
+      p.make(dev, {{DNNL_ARG_SRC, x_.inner()}, {DNNL_ARG_WEIGHTS, w_.inner()}, {DNNL_ARG_BIAS, b_}, {DNNL_ARG_DST, y_}},
+             {}, {});
+      return;
+    }
     p.bww_pd = BwdWeights::primitive_desc(BwdWeights::desc(p.fwd_pd.src_desc(), wei, bia, i_dst),
                                           make_attr(false), engine(), p.fwd_pd);
     p.has_bwd = s.input_grad;
@@ -367,10 +430,8 @@ class Linear final : public AffinePlan {
                     (!s.input_grad || (p.bwd_pd.weights_desc() == p.fwd_pd.weights_desc() &&
                                        p.bwd_pd.diff_dst_desc() == p.bww_pd.diff_dst_desc())),
                 "oneDNN linear plan: backward wants other layouts than forward made");
-    y_ = memory(dst, engine(), DNNL_MEMORY_NONE);
     dx_ = memory(src, engine(), DNNL_MEMORY_NONE);
     dw_ = memory(wei, engine(), DNNL_MEMORY_NONE);
-    for (auto* m : {&b_, &db_}) *m = memory(bia, engine(), DNNL_MEMORY_NONE);
     p.make(dev,
            {{DNNL_ARG_SRC, x_.inner()},
             {DNNL_ARG_WEIGHTS, w_.inner()},
@@ -400,6 +461,7 @@ class Linear final : public AffinePlan {
 
   void do_backward(float* dx, float* dw, float* db, const float* dy, const float*,
                    const std::function<void()>& grads_written) override {
+    LPSGD_CHECK(!forward_only_, "linear plan: backward of an inference plan");
     LPSGD_CHECK(saved_, "linear plan: backward before forward");
     auto& st = p_.stream;
     dy_.load(st, dy);
@@ -423,7 +485,7 @@ class Linear final : public AffinePlan {
   Primitives<Fwd, BwdData, BwdWeights> p_;
   Staged x_, w_, dy_;
   memory y_, dx_, dw_, b_, db_;
-  bool saved_ = false;
+  bool saved_ = false, forward_only_ = false;
 };
 
 const char* isa_name(dnnl::cpu_isa isa) {
