@@ -107,7 +107,8 @@ std::string to_json(const io::CkptInfo& info, const std::vector<std::string>& sk
   o << "{\"path\": " << json_string(info.path) << ", \"valid\": " << (info.valid ? "true" : "false")
     << ", \"error\": " << json_string(info.error) << ", \"step\": " << m.step
     << ", \"epoch\": " << m.epoch << ", \"samples\": " << m.samples << ", \"ranks\": " << m.ranks
-    << ", \"batch\": " << m.batch << ", \"model\": " << json_string(m.model)
+    << ", \"batch\": " << m.batch << ", \"accumulate\": " << m.accumulate
+    << ", \"global_batch\": " << m.batch * m.accumulate * m.ranks << ", \"model\": " << json_string(m.model)
     << ", \"version\": " << json_string(m.version)
     << ", \"checksum\": " << json_string(checksum_hex(info.checksum))
     << ", \"wall_time\": " << json_number(m.wall_time)
@@ -133,7 +134,9 @@ std::string to_text(const io::CkptInfo& info, const std::string& dir,
   o << "\nstatus: " << (info.valid ? "valid" : "DAMAGED: " + info.error) << "\n";
   for (const std::string& s : skipped) o << "skipped: " << s << "\n";
   o << "step: " << m.step << "\nepoch: " << m.epoch << "\nsamples: " << m.samples
-    << "\nranks: " << m.ranks << "\nbatch: " << m.batch << " per rank\nmodel: " << m.model
+    << "\nranks: " << m.ranks << "\nbatch: " << m.batch << " per rank"
+    << (m.accumulate > 1 ? " x " + std::to_string(m.accumulate) + " micro-batches" : std::string())
+    << " (global batch " << m.batch * m.accumulate * m.ranks << ")\nmodel: " << m.model
     << "\nversion: " << m.version << "\nwritten: " << utc_time(m.wall_time)
     << "\nlr: " << m.lr << "\nloader: epoch " << m.loader_epoch << ", cursor " << m.loader_cursor
     << "\nrng: seed " << m.seed << ", counter " << m.rng_counter

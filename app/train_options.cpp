@@ -2,6 +2,7 @@
 // train_options.hpp).
 #include "app/train_options.hpp"
 
+#include <cmath>
 #include <cstdlib>
 #include <sstream>
 
@@ -91,6 +92,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& out) {
               overlap = "on", device = "cpu", links = "auto", progress = "auto",
               checkpoint_failure = "warn", init = "file", precision = "fp32", wire = "fp32",
               optimizer = "sgd", adam_betas = "0.9,0.999";
+  double clip = 0;
   double bucket_mb = 1, lr = 0.05, momentum = 0.9, weight_decay = 0, lr_gamma = 0.1, min_lr = 0,
          adam_eps = 1e-8, lars_eta = 0.001;
   bool nesterov = false;
@@ -103,7 +105,10 @@ bool parse_train_options(int argc, char** argv, TrainOptions& out) {
     ("init", po::value(&init)->default_value(init), "initial parameters of a model from a file: file (its own tensors, e.g. the ONNX initializers) or fresh (drawn from --seed, as for a spec)")
     ("epochs", po::value(&c.epochs)->default_value(c.epochs), "epochs to train")
     ("max-steps", po::value(&c.max_steps)->default_value(0), "stop after this many steps (0: no limit)")
-    ("batch", po::value(&c.batch)->default_value(c.batch), "samples per rank per step")
+    ("batch", po::value(&c.batch)->default_value(c.batch), "samples per rank per step (per micro-batch with --accumulate; the largest micro-batch with --global-batch)")
+    ("accumulate", po::value(&c.accumulate)->default_value(c.accumulate), "micro-batches of --batch per step, their gradients summed before one exchange")
+    ("global-batch", po::value(&c.global_batch)->default_value(0), "samples per step over all ranks, kept whatever the number of ranks: micro-batches of at most --batch, as many as it takes (0: --batch x ranks x --accumulate)")
+    ("clip-grad-norm", cli::value_with_default(&clip), "scale the averaged gradient to at most this L2 norm over the whole model before the update (0: off)")
     ("eval-batch", po::value(&c.eval_batch)->default_value(c.eval_batch), "samples per rank per evaluation batch")
     ("lr", cli::value_with_default(&lr), "base learning rate")
     ("optimizer", po::value(&optimizer)->default_value(optimizer), "sgd (momentum SGD), adamw (as torch.optim.AdamW) or lars (layer-wise trust ratio over momentum SGD; see README, Training)")
@@ -172,6 +177,9 @@ bool parse_train_options(int argc, char** argv, TrainOptions& out) {
   c.sync.overlap = overlap != "off";
   c.sync.defer = overlap == "on";
   c.sync.wire = train::parse_wire(wire);
+  if (!(clip >= 0) || !std::isfinite(clip))
+    LPSGD_USAGE_ERROR("--clip-grad-norm must be a number >= 0 (0: off), got " << clip);
+  c.sync.clip_norm = clip;
   c.links = comm::parse_links(links);
   c.progress = train::parse_progress_mode(progress);
   cli::require_range("window", c.window, 1, 16);

@@ -156,6 +156,7 @@ void write_file(const std::string& path, const Checkpoint& c) {
   if (!m.algos.empty()) f.write_attr_fixed("algos", m.algos);
   if (!m.optimizer.empty()) f.write_attr_fixed("optimizer", m.optimizer);
   f.write_attr("optimizer_steps", m.optimizer_steps);
+  if (m.accumulate > 1) f.write_attr("accumulate", m.accumulate);
   f.write_attr("checksum", c.checksum);
   for (const char* group : kGroups)
     if (!optional_group(group) || !tensors_of(c, group).empty()) write_group(f, group, tensors_of(c, group));
@@ -269,6 +270,9 @@ void read_meta(const h5::File& f, Checkpoint& c) {
   m.optimizer_steps = f.has_attr("optimizer_steps") ? f.read_attr_int("optimizer_steps") : m.step;
   if (m.optimizer_steps < 0)
     throw Damaged{"attribute optimizer_steps holds " + std::to_string(m.optimizer_steps)};
+  m.accumulate = f.has_attr("accumulate") ? f.read_attr_int("accumulate") : 1;
+  if (m.accumulate < 1 || m.accumulate > (int64_t{1} << 20))
+    throw Damaged{"attribute accumulate holds " + std::to_string(m.accumulate)};
 }
 
 void read_group(const h5::File& f, const char* group, std::vector<CkptTensor>& out) {

@@ -33,7 +33,9 @@
 //                optimizer (--optimizer: "sgd", "adamw", "lars"; absent
 //                before issue 46: "sgd") and optimizer_steps (int64: the
 //                optimizer steps taken, AdamW's t; absent before issue 46:
-//                step).
+//                step); accumulate (int64: micro-batches per step, where
+//                more than one; with ranks and batch it gives the global
+//                batch a resume keeps).
 //   /params      attribute count (int64); one dataset per tensor, in order,
 //                named "00000_NAME" (index zero-padded to 5 digits, '/' in NAME
 //                replaced by '_'), float32, contiguous, shaped like the tensor
@@ -108,6 +110,9 @@ struct CkptMeta {
   /// without an update, or several per step, can still resume exactly).
   /// Optional attribute, read as step where absent.
   int64_t optimizer_steps = 0;
+  /// Micro-batches per step (gradient accumulation): the global batch is
+  /// ranks x batch x accumulate. Optional attribute, 1 where absent.
+  int64_t accumulate = 1;
 };
 
 struct Checkpoint {

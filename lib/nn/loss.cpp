@@ -8,7 +8,7 @@ namespace lpsgd::nn {
 SoftmaxCrossEntropy::SoftmaxCrossEntropy(Device& dev) : dev_(dev), grad_mem_(dev), row_mem_(dev) {}
 
 LossStats SoftmaxCrossEntropy::forward(const Tensor& logits, const int32_t* labels,
-                                       bool want_grad) {
+                                       bool want_grad, int64_t mean_over) {
   LPSGD_CHECK(logits.shape().rank() == 2 && logits.shape()[0] >= 1 && logits.shape()[1] >= 1,
               "softmax cross-entropy needs logits [N, classes], got " << logits.shape().str());
   const size_t rows = static_cast<size_t>(logits.shape()[0]);
@@ -21,8 +21,10 @@ LossStats SoftmaxCrossEntropy::forward(const Tensor& logits, const int32_t* labe
     grad_ = grad_mem_.tensor(logits.shape());
     grad = grad_.data();
   }
+  LPSGD_CHECK(mean_over == 0 || mean_over >= static_cast<int64_t>(rows),
+              "softmax cross-entropy: a mean over " << mean_over << " samples of " << rows << " rows");
   dev_.softmax_xent(grad, row_loss, status, logits.data(), labels, rows, classes,
-                    1.0f / static_cast<float>(rows));
+                    1.0f / static_cast<float>(mean_over > 0 ? mean_over : static_cast<int64_t>(rows)));
   host_loss_.resize(rows);
   host_status_.resize(rows);
   dev_.copy_to_host(host_loss_.data(), row_loss, rows * sizeof(float));

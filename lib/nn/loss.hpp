@@ -37,9 +37,11 @@ class SoftmaxCrossEntropy {
 
   /// logits: [N, classes]; labels: N int32 in device memory, each in
   /// [0, classes) (an error naming the row otherwise). With want_grad, grad()
-  /// becomes d(mean loss)/d(logits). Waits for the device (the stats are host
-  /// numbers).
-  LossStats forward(const Tensor& logits, const int32_t* labels, bool want_grad);
+  /// becomes d(mean loss)/d(logits), the mean over `mean_over` samples
+  /// (0: these N; more for one of several micro-batches whose gradients are
+  /// summed). Waits for the device (the stats are host numbers).
+  LossStats forward(const Tensor& logits, const int32_t* labels, bool want_grad,
+                    int64_t mean_over = 0);
   /// [N, classes] from the last forward with want_grad; valid until the next.
   const Tensor& grad() const { return grad_; }
 

@@ -219,9 +219,9 @@ const Tensor& Model::backward(const Tensor& dlogits, const LayerDoneFn& on_layer
 
 LossStats Model::forward_backward(const Tensor& x, const int32_t* labels,
                                   const LayerDoneFn& on_layer_done,
-                                  const LayerStartFn& before_layer) {
+                                  const LayerStartFn& before_layer, int64_t mean_over) {
   const Tensor& logits = forward(x, Mode::Train, before_layer);
-  const LossStats s = loss_.forward(logits, labels, true);
+  const LossStats s = loss_.forward(logits, labels, true, mean_over);
   backward(loss_.grad(), on_layer_done);
   return s;
 }

@@ -128,10 +128,12 @@ class Model {
   const Tensor& backward(const Tensor& dlogits, const LayerDoneFn& on_layer_done = {});
 
   /// forward (Train) + mean softmax cross-entropy + backward: fills the
-  /// gradient arena. labels: N int32 in device memory.
+  /// gradient arena. labels: N int32 in device memory. mean_over: the loss
+  /// is a mean over that many samples (0: these N; K x N for one of K
+  /// micro-batches whose gradients are summed).
   LossStats forward_backward(const Tensor& x, const int32_t* labels,
                              const LayerDoneFn& on_layer_done = {},
-                             const LayerStartFn& before_layer = {});
+                             const LayerStartFn& before_layer = {}, int64_t mean_over = 0);
   /// Inference: forward in Mode::Eval, no gradients, no dropout.
   LossStats evaluate(const Tensor& x, const int32_t* labels);
   /// The logits [N, classes] of the last forward (or evaluate), valid until

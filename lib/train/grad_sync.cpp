@@ -73,7 +73,10 @@ GradSync::GradSync(comm::Communicator& comm, comm::ProgressEngine* engine, nn::M
   // so there every update stays within its step until the plan reads the
   // device's own times.
   may_defer_ = opt_.defer && opt_.overlap && engine_ && comm_.size() > 1 &&
-              opt_.mode == SyncMode::Allreduce && model.device().kind() == DeviceKind::Cpu;
+              opt_.mode == SyncMode::Allreduce && model.device().kind() == DeviceKind::Cpu &&
+              opt_.clip_norm <= 0;
+  LPSGD_CHECK(opt_.clip_norm >= 0 && std::isfinite(opt_.clip_norm), "clip norm " << opt_.clip_norm);
+  if (opt_.clip_norm > 0) sums_ = DeviceBuffer(model.device(), 2 * buckets_.size() * sizeof(double));
   // auto's choices, once for the run (the same on every rank: the ranks share
   // one cost model).
   for (size_t b = 0; b < buckets_.size() && comm_.size() > 1; ++b) {
@@ -179,6 +182,7 @@ void GradSync::pass_ready(size_t layer) {
       trace::instant(trace::Lane::Step, "bucket", "bucket " + std::to_string(passed_) + " ready", now,
                      "\"bucket\":" + std::to_string(passed_) + ",\"bytes\":" +
                          std::to_string(buckets_[passed_].count * dtype_size(wire_)));
+    fold(passed_);
     if (passed_ < hold_from_) launch(passed_);
     ++passed_;
   }
@@ -262,6 +266,16 @@ void GradSync::before_layer(size_t layer) {
 }
 
 void GradSync::complete(size_t upto, SyncTimes& t) {
+  if (opt_.clip_norm > 0 && next_ < upto) {
+    // Every bucket first: the scale depends on the whole gradient.
+    for (size_t i = next_; i < launch_seq_.size(); ++i) {
+      const size_t b = launch_seq_[i];
+      wait(b, grad_coll_[b].get(), t);
+      order(comm_.device(), model_.device(), *arrived_[b]);
+    }
+    clip();
+    for (; next_ < launch_seq_.size(); ++next_) update(launch_seq_[next_], lr_);
+  }
   for (; next_ < upto; ++next_) {
     const size_t b = launch_seq_[next_];
     wait(b, grad_coll_[b].get(), t);
@@ -365,8 +379,48 @@ void GradSync::wait(size_t b, comm::Collective* c, SyncTimes& t) {
 void GradSync::update(size_t b, float lr) {
   const trace::Span span(trace::Lane::Step, "update", "update bucket " + std::to_string(b));
   // The last pass: the update reads the averaged gradient in the type it
-  // travelled in.
-  optimizer_.step(model_.params(), wire_, travelling(b), lr, buckets_[b].offset, buckets_[b].count);
+  // travelled in (or, clipped, the float one clip() wrote).
+  if (read_float_)
+    optimizer_.step(model_.params(), DType::F32, model_.grads().data() + buckets_[b].offset, lr,
+                    buckets_[b].offset, buckets_[b].count);
+  else
+    optimizer_.step(model_.params(), wire_, travelling(b), lr, buckets_[b].offset, buckets_[b].count);
+}
+
+void GradSync::fold(size_t b) {
+  if (!acc_) return;
+  float* g = model_.grads().data() + buckets_[b].offset;
+  model_.device().reduce_add(DType::F32, g, g, acc_ + buckets_[b].offset, buckets_[b].count);
+}
+
+// The whole averaged gradient's L2 norm, from each bucket's Σg² (the
+// device's deterministic per-channel sums, one channel a bucket) added in
+// bucket order on the host: the same on every rank, which all hold the same
+// average. A 16-bit average is widened into the float gradients first (exact;
+// the update then reads those). Above clip_norm every gradient is scaled by
+// clip_norm / (norm + 1e-6), as torch.nn.utils.clip_grad_norm_ does.
+void GradSync::clip() {
+  Device& dev = model_.device();
+  const size_t nb = buckets_.size();
+  read_float_ = wire_ != DType::F32 && comm_.size() > 1;
+  auto* sums = sums_.as<double>();
+  for (size_t b = 0; b < nb; ++b) {
+    float* g = model_.grads().data() + buckets_[b].offset;
+    if (read_float_) dev.convert(DType::F32, g, wire_, travelling(b), buckets_[b].count);
+    const float* avg = read_float_ || comm_.size() == 1 ? g : static_cast<const float*>(travelling(b));
+    dev.channel_moments(sums + 2 * b, avg, avg, kernels::BnShape{1, 1, buckets_[b].count}, {});
+  }
+  std::vector<double> host(2 * nb);
+  dev.copy_to_host(host.data(), sums, host.size() * sizeof(double));
+  double sq = 0;
+  for (size_t b = 0; b < nb; ++b) sq += host[2 * b + 1];
+  grad_norm_ = std::sqrt(sq);
+  const double scale = opt_.clip_norm / (grad_norm_ + 1e-6);
+  if (!(scale < 1.0)) return;
+  for (size_t b = 0; b < nb; ++b) {
+    void* g = read_float_ || comm_.size() == 1 ? model_.grads().data() + buckets_[b].offset : travelling(b);
+    dev.scale(DType::F32, g, scale, buckets_[b].count);
+  }
 }
 
 SyncTimes GradSync::apply(float lr) {
@@ -384,7 +438,9 @@ SyncTimes GradSync::apply(float lr) {
   // optimizer step (on every rank: in reduce-bcast only rank 0 updates).
   optimizer_.begin_step();
 
+  read_float_ = false;
   if (comm_.size() == 1) {
+    if (opt_.clip_norm > 0) clip();
     for (size_t b = 0; b < nb; ++b) update(b, lr);
     return t;
   }
@@ -398,9 +454,18 @@ SyncTimes GradSync::apply(float lr) {
   float* params = model_.params().data();
   for (size_t b = 0; b < nb; ++b) {
     done.push_back(grad_coll_[b].get());
+    if (root && opt_.clip_norm > 0 && b == 0) {  // rank 0 updates: all reduced first
+      for (size_t k = 0; k < nb; ++k) {
+        wait(k, grad_coll_[k].get(), t);
+        order(comm_.device(), model_.device(), *arrived_[k]);
+      }
+      clip();
+    }
     if (root) {
-      wait(b, grad_coll_[b].get(), t);
-      order(comm_.device(), model_.device(), *arrived_[b]);
+      if (opt_.clip_norm <= 0) {
+        wait(b, grad_coll_[b].get(), t);
+        order(comm_.device(), model_.device(), *arrived_[b]);
+      }
       update(b, lr);
     }
     // The broadcast reads the parameters the root has just updated.

@@ -85,6 +85,10 @@ struct GradSyncOptions {
   /// forward overlaps the exchange's tail (see the top of the file).
   bool defer = false;
   DType wire = DType::F32;         ///< what gradients travel as: float, bf16 or fp16
+  /// > 0: the averaged gradient is scaled to at most this L2 norm over the
+  /// whole model before any update (--clip-grad-norm); every update then
+  /// waits for every bucket, so nothing is deferred.
+  double clip_norm = 0;
 };
 
 /// "fp32" (also "float"), "bf16" or "fp16": --wire; a usage error otherwise.
@@ -126,6 +130,14 @@ class GradSync {
 
   /// Call before each step's forward.
   void begin_step();
+  /// Gradient accumulation: `acc` (the model's parameter count of floats,
+  /// device memory, borrowed) holds the sum of this step's earlier
+  /// micro-batches' gradients, added to each bucket as backward completes
+  /// it, before its exchange; nullptr: none (one micro-batch a step).
+  void set_accumulated(const float* acc) { acc_ = acc; }
+  /// The L2 norm of the last step's averaged gradient, before clipping
+  /// (with GradSyncOptions::clip_norm; 0 otherwise).
+  double last_grad_norm() const { return grad_norm_; }
   /// The callback for Model::backward / forward_backward.
   nn::LayerDoneFn layer_done_fn() {
     return [this](size_t layer) { on_layer_done(layer); };
@@ -213,6 +225,11 @@ class GradSync {
   /// Seconds the collectives (given in start order) kept the links busy.
   double busy_s(const std::vector<comm::Collective*>& in_start_order) const;
   void update(size_t bucket, float lr);
+  /// Adds the accumulated earlier micro-batches into bucket b's gradients.
+  void fold(size_t bucket);
+  /// With clipping: the norm of the averaged gradient over all buckets (all
+  /// arrived), and the scale down to clip_norm where it is larger.
+  void clip();
   /// Makes `to` wait for the work queued on `from` so far (no host wait).
   void order(Device& from, Device& to, DeviceEvent& e);
 
@@ -245,6 +262,10 @@ class GradSync {
   // done -> update, update -> broadcast, and the end of the step.
   std::vector<std::unique_ptr<DeviceEvent>> ready_, arrived_, updated_;
   std::unique_ptr<DeviceEvent> step_done_;
+  const float* acc_ = nullptr;  // accumulated micro-batches (set_accumulated)
+  DeviceBuffer sums_;           // clipping: per bucket, Σg and Σg² (doubles)
+  bool read_float_ = false;     // this step's updates read the float gradients (clipped 16-bit ones)
+  double grad_norm_ = 0;
 };
 
 }  // namespace lpsgd::train

@@ -26,6 +26,7 @@
 #include "io/loader.hpp"
 #include "lpsgd/config.hpp"
 #include "nn/builder.hpp"
+#include "train/batch_split.hpp"
 #include "train/batch_stats.hpp"
 #include "train/control.hpp"
 #include "train/model_source.hpp"
@@ -70,8 +71,14 @@ class Run {
   TrainResult go();
 
  private:
-  /// One training step on b, whose loading took data_s.
+  /// One training step starting with micro-batch b, whose loading took
+  /// data_s (the step's other micro-batches are loaded in it).
   void step(const io::Batch& b, double data_s);
+  /// The next batch of the training split into `out` (false at an epoch's
+  /// end); a read error reaches every rank through the chain.
+  bool next_batch(io::Batch& out);
+  /// Steps per epoch: whole global batches.
+  int64_t steps_per_epoch() const { return train_->batches_per_epoch() / split_.accumulate; }
   /// Evaluates on the test split, writes a metrics record and a line.
   void evaluate(const char* kind);
   /// Throws unless every rank holds the same parameters; returns the checksum.
@@ -116,6 +123,7 @@ class Run {
   Device& dev_;
   TrainConfig cfg_;
   int rank_ = 0, world_ = 1;
+  BatchSplit split_;                          // micro-batch x accumulate x P per step
   std::unique_ptr<io::Loader> train_, test_;  // test_: null for a dataset without a test split
   DataSpec data_;                             // what the model is fed
   std::string model_name_;                    // the architecture checkpoints record
@@ -128,6 +136,7 @@ class Run {
   std::unique_ptr<GradSync> sync_;
   std::unique_ptr<BatchStats> batch_stats_;   // batch norm across ranks
   DeviceBuffer x_, y_;  // the current batch on the device
+  DeviceBuffer acc_;    // gradient accumulation: the step's earlier micro-batches' sum
   ArenaCopies host_;  // the arenas on the host: checksums, checkpoints
   io::Batch batch_;
 
@@ -167,6 +176,7 @@ Run::Run(Device& dev, const TrainConfig& cfg) : dev_(dev), cfg_(cfg), bar_(cfg.p
   cli::require_range("epochs", cfg_.epochs, int64_t{1}, int64_t{1} << 40);
   cli::require_range("max-steps", cfg_.max_steps, int64_t{0}, int64_t{1} << 50);
   cli::require_range("batch", cfg_.batch, int64_t{1}, int64_t{1} << 24);
+  split_ = split_batch(cfg_.global_batch, world_, cfg_.batch, cfg_.accumulate);
   cli::require_range("eval-batch", cfg_.eval_batch, int64_t{1}, int64_t{1} << 24);
   cli::require_range("eval-every", cfg_.eval_every, int64_t{-1}, int64_t{1} << 50);
   if (!(cfg_.schedule.base_lr > 0) || !std::isfinite(cfg_.schedule.base_lr))
@@ -178,7 +188,7 @@ Run::Run(Device& dev, const TrainConfig& cfg) : dev_(dev), cfg_(cfg), bar_(cfg.p
   io::LoaderOptions lo;
   lo.path = cfg_.data;
   lo.split = "train";
-  lo.batch = cfg_.batch;
+  lo.batch = split_.micro;
   lo.rank = rank_;
   lo.world = world_;
   lo.seed = cfg_.seed;
@@ -187,10 +197,11 @@ Run::Run(Device& dev, const TrainConfig& cfg) : dev_(dev), cfg_(cfg), bar_(cfg.p
   lo.augment = io::parse_augment(cfg_.augment);  // the test loader below ignores it (Coverage::All)
   lo.coverage = io::Coverage::DropLast;
   train_ = std::make_unique<io::Loader>(lo);
-  if (train_->batches_per_epoch() == 0)
+  if (steps_per_epoch() == 0)
     LPSGD_USAGE_ERROR("'" << cfg_.data << "' has " << train_->size()
-                          << " training samples, fewer than one global batch of " << cfg_.batch
-                          << " x " << world_ << " ranks; lower --batch");
+                          << " training samples, fewer than one global batch of "
+                          << split_.describe() << "; lower --batch"
+                          << (split_.accumulate > 1 ? ", --accumulate or --global-batch" : ""));
   // A dataset without a test split trains all the same; nothing is evaluated.
   bool has_test = false;
   {
@@ -232,13 +243,13 @@ Run::Run(Device& dev, const TrainConfig& cfg) : dev_(dev), cfg_(cfg), bar_(cfg.p
                             << " " << io::sample_type_name(sh.type));
   }
   // Plans and activation memory for both batch sizes now, not in the first step.
-  model_->prepare(cfg_.batch);
+  model_->prepare(split_.micro);
   model_->prepare(cfg_.eval_batch, nn::Mode::Eval);
 
   opt_ = make_optimizer(dev_, *model_, cfg_.optimizer);
   // The LR schedule spans the planned run (--epochs); --max-steps only cuts a
   // run short, so a run stopped by it continues exactly when resumed.
-  const int64_t planned = cfg_.epochs * train_->batches_per_epoch();
+  const int64_t planned = cfg_.epochs * steps_per_epoch();
   total_steps_ = cfg_.max_steps > 0 ? std::min(planned, cfg_.max_steps) : planned;
   ScheduleConfig sc = cfg_.schedule;
   sc.total_steps = planned;
@@ -267,11 +278,15 @@ Run::Run(Device& dev, const TrainConfig& cfg) : dev_(dev), cfg_(cfg), bar_(cfg.p
   if (world_ > 1) engine_ = std::make_unique<comm::ProgressEngine>(*comm_);
   sync_ = std::make_unique<GradSync>(*comm_, engine_.get(), *model_, *opt_, cfg_.sync);
   batch_stats_ = std::make_unique<BatchStats>(*comm_, *model_, cfg_.sync_bn, cfg_.sync.algo);
+  if (split_.accumulate > 1) {  // the sum of a step's earlier micro-batches' gradients
+    acc_ = DeviceBuffer(dev_, model_->param_count() * sizeof(float));
+    sync_->set_accumulated(acc_.as<float>());
+  }
   control_ = std::make_unique<Control>(*comm_, cfg_.comm_timeout_s);
 
   // Everything a step touches is allocated (and touched) now.
   const size_t sample = static_cast<size_t>(sh.sample_elems());
-  const size_t rows = static_cast<size_t>(std::max(cfg_.batch, cfg_.eval_batch));
+  const size_t rows = static_cast<size_t>(std::max(split_.micro, cfg_.eval_batch));
   x_ = DeviceBuffer(dev_, rows * sample * sizeof(float));
   y_ = DeviceBuffer(dev_, rows * sizeof(int32_t));
   host_.params.resize(model_->param_count());
@@ -358,7 +373,8 @@ io::Checkpoint Run::snapshot() {
   m.precision = precision_name(cfg_.precision);
   m.rng_counter = model_->rng_counter();
   m.ranks = world_;
-  m.batch = cfg_.batch;
+  m.batch = split_.micro;
+  m.accumulate = split_.accumulate;
   m.model = model_name_;
   record_data(data_, m);
   m.config = cfg_.config_text;
@@ -446,7 +462,7 @@ std::string Run::precision_line() {
   for (size_t l = 0; l < model_->num_layers(); ++l) {
     if (model_->layer(l).params().empty()) continue;
     ++affine;
-    if (model_->layer(l).impl(cfg_.batch).find("bf16") != std::string::npos) ++bf16;
+    if (model_->layer(l).impl(split_.micro).find("bf16") != std::string::npos) ++bf16;
   }
   return std::string("precision ") + precision_name(cfg_.precision) + ": " + std::to_string(bf16) +
          " of " + std::to_string(affine) + " Conv2d/Linear layers multiply in bf16 on " + how +
@@ -505,12 +521,12 @@ bool Run::resume() {
   opt_->set_steps(static_cast<int64_t>(pos[6]));
   last_ckpt_step_ = step_;
   // The run's length in steps, from where the data stands (P or batch may differ).
-  const uint64_t G = static_cast<uint64_t>(cfg_.batch * world_);
+  const auto G = static_cast<uint64_t>(split_.global());
   const uint64_t N = static_cast<uint64_t>(train_->size());
   int64_t left = 0;
   if (pos[2] < static_cast<uint64_t>(cfg_.epochs))
     left = static_cast<int64_t>((N - std::min(N, pos[3])) / G) +
-           (cfg_.epochs - 1 - static_cast<int64_t>(pos[2])) * train_->batches_per_epoch();
+           (cfg_.epochs - 1 - static_cast<int64_t>(pos[2])) * steps_per_epoch();
   const int64_t planned = step_ + left;
   total_steps_ = cfg_.max_steps > 0 ? std::min(planned, std::max(step_, cfg_.max_steps)) : planned;
   ScheduleConfig sc = schedule_->config();
@@ -526,9 +542,18 @@ bool Run::resume() {
     if (was != precision_name(cfg_.precision))
       LPSGD_INFO("the checkpoint was trained with --precision " << was << ", the run continues with "
                                                                 << precision_name(cfg_.precision));
-    if (static_cast<int>(pos[5]) != world_ || c.meta.batch != cfg_.batch)
-      LPSGD_INFO("the run continues with " << world_ << " ranks x batch " << cfg_.batch
-                                           << ": same sample order, different batch boundaries");
+    const int64_t global_was = c.meta.batch * c.meta.accumulate * static_cast<int64_t>(pos[5]);
+    if (static_cast<int>(pos[5]) != world_ || c.meta.batch != split_.micro ||
+        c.meta.accumulate != split_.accumulate)
+      LPSGD_INFO("the checkpoint's steps were " << pos[5] << " rank" << (pos[5] == 1 ? "" : "s")
+                                                << " x batch " << c.meta.batch
+                                                << (c.meta.accumulate > 1 ? " x " + std::to_string(c.meta.accumulate) + " micro-batches" : "")
+                                                << " = " << global_was << "; the run continues with "
+                                                << split_.describe()
+                                                << (global_was == split_.global()
+                                                        ? ": the same global batch, samples in each step and schedule"
+                                                        : ": same sample order, another global batch (--global-batch " +
+                                                              std::to_string(global_was) + " keeps it)"));
     const std::string& wire_was = c.meta.wire;
     if (wire_was != wire_name(cfg_.sync.wire))
       LPSGD_INFO("the checkpoint's gradients travelled as " << wire_was << ", this run's travel as "
@@ -631,15 +656,51 @@ std::string Run::check_identical(const std::string& when) {
   return checksum_hex(mine);
 }
 
-void Run::step(const io::Batch& b, double data_s) {
+bool Run::next_batch(io::Batch& out) {
+  try {
+    return train_->next(out);
+  } catch (const Error& e) {
+    // Unreadable data (a damaged chunk): the others are about to wait for
+    // this rank in the step's exchange. The communicator's error notice
+    // reaches every rank along the chain there, so each stops with this
+    // message, at no cost to steps that read well.
+    comm_->report_error(e.message());
+    throw;
+  }
+}
+
+// K micro-batches (gradient accumulation): each one's gradient is the mean
+// over all K of them (the loss scaled by 1/(K x micro-batch)); the first
+// K - 1 are summed into acc_ and the last one's backward adds that sum to
+// each bucket as it completes it, before the bucket's one exchange.
+void Run::step(const io::Batch& first, double data_s) {
   const double t0 = now_s();
   const size_t sample = static_cast<size_t>(train_->shape().sample_elems());
-  dev_.copy_from_host(x_.data(), b.x.data(), static_cast<size_t>(b.size) * sample * sizeof(float));
-  dev_.copy_from_host(y_.data(), b.y.data(), static_cast<size_t>(b.size) * sizeof(int32_t));
-  const nn::Tensor x(dev_, x_.as<float>(), model_->input_shape().with_batch(b.size));
+  const int64_t K = split_.accumulate;
   sync_->begin_step();
-  const nn::LossStats s = model_->forward_backward(x, y_.as<int32_t>(), sync_->layer_done_fn(),
-                                                   sync_->before_layer_fn());
+  nn::LossStats s;
+  for (int64_t k = 0; k < K; ++k) {
+    const io::Batch* b = &first;
+    if (k > 0) {
+      const double d0 = now_s();
+      LPSGD_CHECK(next_batch(batch_), "the loader ended an epoch inside a step's micro-batches");
+      const double dt = now_s() - d0;
+      data_s += dt;
+      data_s_ += dt;
+      b = &batch_;
+    }
+    dev_.copy_from_host(x_.data(), b->x.data(), static_cast<size_t>(b->size) * sample * sizeof(float));
+    dev_.copy_from_host(y_.data(), b->y.data(), static_cast<size_t>(b->size) * sizeof(int32_t));
+    const nn::Tensor x(dev_, x_.as<float>(), model_->input_shape().with_batch(b->size));
+    const bool last = k + 1 == K;
+    s += model_->forward_backward(x, y_.as<int32_t>(), last ? sync_->layer_done_fn() : nn::LayerDoneFn{},
+                                  k == 0 ? sync_->before_layer_fn() : nn::LayerStartFn{},
+                                  split_.micro * K);
+    if (last) break;
+    const nn::Tensor g = model_->grads();
+    if (k == 0) dev_.copy(acc_.data(), g.data(), g.bytes());
+    else dev_.reduce_add(DType::F32, acc_.data(), acc_.data(), g.data(), static_cast<size_t>(g.numel()));
+  }
   const double t1 = now_s();
   lr_ = static_cast<float>(schedule_->lr(step_));
   const SyncTimes st = sync_->apply(lr_);
@@ -660,8 +721,8 @@ void Run::step(const io::Batch& b, double data_s) {
     trace::complete(trace::Lane::Step, "step", "step " + std::to_string(step_), t0, t2,
                     "\"step\":" + std::to_string(step_));
   }
-  samples_ += static_cast<uint64_t>(cfg_.batch) * static_cast<uint64_t>(world_);
-  run_samples_ += static_cast<uint64_t>(cfg_.batch) * static_cast<uint64_t>(world_);
+  samples_ += static_cast<uint64_t>(split_.global());
+  run_samples_ += static_cast<uint64_t>(split_.global());
 }
 
 void Run::settle() {
@@ -695,7 +756,7 @@ void Run::progress() {
   st.comm_share = dt > 0 ? (times_.wait_s - shown_wait_s_) / dt : 0;
   const double per_step = step_ > 0 && train_s_ > 0
                               ? train_s_ / static_cast<double>(run_samples_) *
-                                    static_cast<double>(cfg_.batch * world_)
+                                    static_cast<double>(split_.global())
                               : 0;
   st.eta_s = per_step * static_cast<double>(remaining_steps());
   bar_.update(st);
@@ -751,7 +812,7 @@ void Run::evaluate(const char* kind) {
   r.ckpt_s = ckpt_s_;
   r.lr = lr_;
   r.ranks = world_;
-  r.batch = cfg_.batch;
+  r.batch = split_.micro;
   r.checksum = checksum;
   metrics_->write(r);
   last_checksum_ = checksum;
@@ -805,13 +866,12 @@ TrainResult Run::go() {
     LPSGD_INFO(precision_line());
     for (size_t l = 0; l < model_->num_layers(); ++l)
       LPSGD_DEBUG("layer " << model_->layer(l).describe() << ": "
-                           << model_->layer(l).impl(cfg_.batch));
+                           << model_->layer(l).impl(split_.micro));
     LPSGD_INFO("data " << cfg_.data << ": " << train_->size() << " train / "
                        << (test_ ? test_->size() : 0) << " test samples"
                        << (train_->streaming() ? " (streamed)" : ""));
-    LPSGD_INFO(world_ << " rank" << (world_ == 1 ? "" : "s") << " x batch " << cfg_.batch
-                      << " = " << cfg_.batch * world_ << " per step, "
-                      << train_->batches_per_epoch() << " steps per epoch, " << total_steps_
+    LPSGD_INFO(split_.describe() << (cfg_.global_batch > 0 ? " (--global-batch)" : "") << ", "
+                                 << steps_per_epoch() << " steps per epoch, " << total_steps_
                       << " steps; gradient sync: " << sync_->describe());
     if (world_ > 1) LPSGD_INFO("chain: " << comm_->chain().describe());
   }
@@ -819,17 +879,7 @@ TrainResult Run::go() {
   io::Batch end;
   while (!finished()) {
     const double t0 = now_s();
-    bool got = false;
-    try {
-      got = train_->next(batch_);
-    } catch (const Error& e) {
-      // Unreadable data (a damaged chunk): the others are about to wait for
-      // this rank in the step's exchange. The communicator's error notice
-      // reaches every rank along the chain there, so each stops with this
-      // message, at no cost to steps that read well.
-      comm_->report_error(e.message());
-      throw;
-    }
+    const bool got = next_batch(batch_);
     const double dt = now_s() - t0;
     if (!got) {
       // The loader is at the next epoch now.
@@ -844,8 +894,10 @@ TrainResult Run::go() {
     // An epoch whose remaining samples do not fill a global batch is over:
     // move the loader on now, so an evaluation and a checkpoint see the new epoch.
     const io::LoaderState s = train_->state();
-    if (s.cursor + static_cast<uint64_t>(cfg_.batch * world_) > static_cast<uint64_t>(train_->size())) {
-      LPSGD_CHECK(!train_->next(end), "the loader returned a batch past the end of an epoch");
+    if (s.cursor + static_cast<uint64_t>(split_.global()) > static_cast<uint64_t>(train_->size())) {
+      // (With accumulation up to K - 1 micro-batches are left over: skipped.)
+      for (int64_t k = 0; next_batch(end); ++k)
+        LPSGD_CHECK(k + 1 < split_.accumulate, "the loader returned a batch past the end of an epoch");
       if (cfg_.eval_every < 0 && last_eval_step_ != step_ && !finished()) evaluate("eval");
     }
     if (!finished() && step_boundary()) break;

@@ -36,7 +36,14 @@ struct TrainConfig {
   int64_t epochs = 10;
   int64_t max_steps = 0;              ///< stop at this step (0: no limit besides epochs);
                                       ///< the LR schedule still spans the epochs
-  int64_t batch = 64;                 ///< per rank
+  int64_t batch = 64;                 ///< per rank (the largest micro-batch with global_batch)
+  /// Micro-batches per step, their gradients summed before one exchange
+  /// (--accumulate; train/batch_split.hpp).
+  int64_t accumulate = 1;
+  /// Samples per step over all ranks, kept whatever P is: the micro-batch
+  /// (at most `batch`) and `accumulate` follow from P (0: batch x P x
+  /// accumulate).
+  int64_t global_batch = 0;
   int64_t eval_batch = 500;           ///< per rank
   uint64_t seed = 1;
   /// What Conv2d and Linear multiply in (device/plans.hpp); weights,
