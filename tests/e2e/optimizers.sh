@@ -55,8 +55,9 @@ done
 
 # Written at P=2, resumed at P=1: finishes, and the step count follows.
 d=$tmp/adamw-stop-p1
-lp 1 "$d.out" ${opts[adamw]} --checkpoint-dir "$d" || { echo "FAIL: adamw resume at P=1"; cat "$d.out"; fails=$((fails + 1)); }
-grep -q "the run continues with 1 ranks" "$d.out" || { echo "FAIL: no note of the new P"; cat "$d.out"; fails=$((fails + 1)); }
+read -r -a extra <<<"${opts[adamw]}"
+lp 1 "$d.out" "${extra[@]}" --checkpoint-dir "$d" || { echo "FAIL: adamw resume at P=1"; cat "$d.out"; fails=$((fails + 1)); }
+grep -q "the run continues with 1 rank x batch 32 = 32 per step" "$d.out" || { echo "FAIL: no note of the new P"; cat "$d.out"; fails=$((fails + 1)); }
 # 4 steps x 64 samples, then (384 - 256) / 32 + 384 / 32 = 16 steps of 32.
 check "adamw: written at P=2, resumed at P=1: 20 optimizer steps" same "$(info "$d" optimizer_steps)" 20
 "$LPSGD" ckpt info "$d" | grep -q "^optimizer: adamw (20 steps)$" \

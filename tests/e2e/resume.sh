@@ -107,7 +107,7 @@ for np in 1 3; do
   d=$tmp/p2to$np
   lp 2 "$d.1.out" "${m[@]}" --checkpoint-dir "$d" --max-steps 4
   if lp "$np" "$d.2.out" "${m[@]}" --checkpoint-dir "$d" --resume auto; then
-    grep -q "the run continues with $np ranks" "$d.2.out" || { echo "FAIL: no note of the new P"; cat "$d.2.out"; fails=$((fails + 1)); }
+    grep -q "the run continues with $np ranks\? x batch" "$d.2.out" || { echo "FAIL: no note of the new P"; cat "$d.2.out"; fails=$((fails + 1)); }
     samples=$("$LPSGD" ckpt info "$d" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["samples"])')
     # 4 steps x 64, then whole global batches of 32*np until 2 epochs (768 samples) run out.
     expect=$(( 256 + ((384 - 256) / (32 * np)) * 32 * np + (384 / (32 * np)) * 32 * np ))
