@@ -205,6 +205,10 @@ SchedulerType=sched/backfill
 SchedulerParameters=bf_interval=2,sched_interval=2
 JobRequeue=1
 MailProg=/bin/true
+# A node whose slurmd stops answering is down after 10 s (the default waits
+# 300): a job that loses a node is requeued onto the others that soon. A node
+# that comes back registers and is used again (ReturnToService=2).
+SlurmdTimeout=10
 ReturnToService=2
 InactiveLimit=0
 KillWait=10

@@ -470,9 +470,16 @@ class LpCollective final : public LpBlocks {
     if (bcast_ && inner_ && b_ready_ < k_)
       os << "finished block " << b_ready_ << " of " << k_ << " from rank " << inner_->peer()
          << " (" << side(inner_) << " neighbour)";
-    else
-      os << "outstanding sends of the last blocks (up to block " << k_ - 1
-         << ") to the outer neighbours";
+    else {
+      os << "outstanding sends of the last blocks (up to block " << k_ - 1 << ") to ";
+      const char* sep = "";
+      for (int o = 0; o < 2; ++o)
+        if (outer_[o]) {
+          os << sep << "rank " << outer_[o]->peer() << " (" << side(outer_[o]) << " neighbour)";
+          sep = " and ";
+        }
+      if (!*sep) os << "the outer neighbours";
+    }
     return os.str();
   }
 
