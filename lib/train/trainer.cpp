@@ -32,6 +32,7 @@
 #include "train/model_source.hpp"
 #include "train/model_tensors.hpp"
 #include "train/report.hpp"
+#include "train/run.hpp"
 
 namespace lpsgd::train {
 namespace {
@@ -51,121 +52,22 @@ nn::LossStats sum_over_ranks(const nn::LossStats& s, Control& control) {
   return out;
 }
 
-// A number with `digits` decimals.
+}  // namespace
+
+namespace detail {
+
 std::string fixed(double v, int digits) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
   return buf;
 }
 
-// "lp,lp,tree": the algorithms of the buckets, in bucket order.
 std::string algo_list(const std::vector<comm::Algo>& algos) {
   std::string out;
   for (comm::Algo a : algos) out += (out.empty() ? "" : ",") + std::string(comm::algo_name(a));
   return out;
 }
 
-class Run {
- public:
-  Run(Device& dev, const TrainConfig& cfg);
-  TrainResult go();
-
- private:
-  /// One training step starting with micro-batch b, whose loading took
-  /// data_s (the step's other micro-batches are loaded in it).
-  void step(const io::Batch& b, double data_s);
-  /// The next batch of the training split into `out` (false at an epoch's
-  /// end); a read error reaches every rank through the chain.
-  bool next_batch(io::Batch& out);
-  /// Steps per epoch: whole global batches.
-  int64_t steps_per_epoch() const { return train_->batches_per_epoch() / split_.accumulate; }
-  /// Evaluates on the test split, writes a metrics record and a line.
-  void evaluate(const char* kind);
-  /// Throws unless every rank holds the same parameters; returns the checksum.
-  std::string check_identical(const std::string& when);
-  void progress();
-  /// At a step boundary: a checkpoint when one is due or a signal came.
-  /// Returns true when the run must stop (after a signal).
-  bool step_boundary();
-  /// Writes a checkpoint of the current state (rank 0 writes, all confirm).
-  /// A periodic one that fails only warns unless --checkpoint-failure abort.
-  void save(bool periodic = false);
-  /// Writes the --trace timeline: every rank's events on rank 0's clock.
-  void write_timeline();
-  /// Completes the updates the last step left to the next forward (see
-  /// GradSync), counted as training time: before anything reads parameters.
-  void settle();
-  /// After the first steps: agree on their timings and plan the launch order.
-  void plan_launches();
-  /// Refuses --precision bf16, on every rank alike and before any work, when
-  /// some rank's device cannot multiply bf16 natively.
-  void require_precision();
-  /// Refuses, on every rank alike, a --checkpoint-dir, --metrics file or
-  /// --trace directory that rank 0 cannot write: before the communicator
-  /// (which may first calibrate the links) is made.
-  void check_output_places();
-  /// One line: the precision and what runs the layers in it.
-  std::string precision_line();
-  /// Continues from a checkpoint per --resume; false for a fresh start.
-  bool resume();
-  /// On resume: auto keeps the algorithms of the checkpoint's buckets
-  /// (`algos`, read on rank 0; written by `ranks` ranks) where it can.
-  void keep_bucket_algos(const std::string& algos, int ranks);
-  io::Checkpoint snapshot();
-  void restore(io::Checkpoint& c);
-  double epoch_progress() const;
-  int64_t remaining_steps() const;
-  /// The run is over (the final evaluation comes next).
-  bool finished() const {
-    return step_ >= total_steps_ || train_->state().epoch >= static_cast<uint64_t>(cfg_.epochs);
-  }
-
-  Device& dev_;
-  TrainConfig cfg_;
-  int rank_ = 0, world_ = 1;
-  BatchSplit split_;                          // micro-batch x accumulate x P per step
-  std::unique_ptr<io::Loader> train_, test_;  // test_: null for a dataset without a test split
-  DataSpec data_;                             // what the model is fed
-  std::string model_name_;                    // the architecture checkpoints record
-  std::unique_ptr<comm::Communicator> comm_;  // before model_: it owns the model's arenas
-  std::unique_ptr<Control> control_;          // the ranks' agreements (after comm_, which it uses)
-  std::unique_ptr<nn::Model> model_;
-  std::unique_ptr<Optimizer> opt_;
-  std::unique_ptr<LrSchedule> schedule_;
-  std::unique_ptr<comm::ProgressEngine> engine_;
-  std::unique_ptr<GradSync> sync_;
-  std::unique_ptr<BatchStats> batch_stats_;   // batch norm across ranks
-  DeviceBuffer x_, y_;  // the current batch on the device
-  DeviceBuffer acc_;    // gradient accumulation: the step's earlier micro-batches' sum
-  ArenaCopies host_;  // the arenas on the host: checksums, checkpoints
-  io::Batch batch_;
-
-  // Position.
-  int64_t step_ = 0;        // optimizer updates done
-  uint64_t samples_ = 0;    // training samples consumed by all ranks
-  int64_t total_steps_ = 0;
-  int64_t last_eval_step_ = -1;
-  float lr_ = 0;
-  // Accounting (this process).
-  double train_s_ = 0, data_s_ = 0, eval_s_ = 0, ckpt_s_ = 0;
-  SyncTimes times_;
-  uint64_t run_samples_ = 0;
-  int64_t run_steps_ = 0;  // steps this process has taken
-  nn::LossStats interval_;  // this rank's training stats since the last record
-  nn::LossStats shown_;     // ... since the last progress line
-  double shown_train_s_ = 0, shown_wait_s_ = 0;
-  uint64_t shown_samples_ = 0;
-  Progress bar_;
-  std::unique_ptr<MetricsWriter> metrics_;
-  std::unique_ptr<StepTrace> trace_;
-  nn::LossStats last_test_;
-  std::string last_checksum_;
-  // Checkpoints.
-  int64_t last_ckpt_step_ = -1;
-  double last_ckpt_time_ = 0;
-  bool interrupted_ = false;
-  double start_s_ = 0;  // when this rank began (the timeline's origin on rank 0)
-};
 
 Run::Run(Device& dev, const TrainConfig& cfg) : dev_(dev), cfg_(cfg), bar_(cfg.progress, cfg.progress_every_s) {
   MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
@@ -358,84 +260,6 @@ void Run::check_output_places() {
   share_outcome(MPI_COMM_WORLD, o);
 }
 
-// ---- checkpoints ---------------------------------------------------------------
-
-io::Checkpoint Run::snapshot() {
-  io::Checkpoint c;
-  io::CkptMeta& m = c.meta;
-  m.step = step_;
-  m.epoch = static_cast<int64_t>(train_->state().epoch);
-  m.samples = samples_;
-  m.loader_epoch = train_->state().epoch;
-  m.loader_cursor = train_->state().cursor;
-  m.lr = lr_;
-  m.seed = cfg_.seed;
-  m.precision = precision_name(cfg_.precision);
-  m.rng_counter = model_->rng_counter();
-  m.ranks = world_;
-  m.batch = split_.micro;
-  m.accumulate = split_.accumulate;
-  m.model = model_name_;
-  record_data(data_, m);
-  m.config = cfg_.config_text;
-  m.version = build::version;
-  m.wire = wire_name(cfg_.sync.wire);
-  m.algos = algo_list(sync_->bucket_algos());
-  dev_.copy_to_host(host_.params.data(), model_->params().data(), host_.params.size() * 4);
-  m.optimizer = optimizer_name(opt_->kind());
-  m.optimizer_steps = opt_->steps();
-  dev_.copy_to_host(host_.optimizer.data(), opt_->state().data(), host_.optimizer.size() * 4);
-  if (model_->has_state())
-    dev_.copy_to_host(host_.state.data(), model_->state().data(), host_.state.size() * 4);
-  put_tensors(*model_, opt_->state_names(), host_, c);
-  return c;
-}
-
-void Run::save(bool periodic) {
-  settle();
-  const trace::Span span(trace::Lane::Run, "checkpoint", "checkpoint at step " + std::to_string(step_));
-  const double t0 = now_s();
-  batch_stats_->average();
-  // Every rank must hold what rank 0 writes.
-  check_identical("at checkpoint step " + std::to_string(step_));
-  std::string path;
-  Outcome o;
-  if (rank_ == 0) {
-    o = attempt([&] {
-      io::Checkpoint c = snapshot();
-      path = io::write_checkpoint(cfg_.checkpoint_dir, c, cfg_.keep);
-    });
-    if (periodic && !cfg_.checkpoint_failure_abort && o.code == Outcome::kRuntime) {
-      // write_checkpoint left no trace: the checkpoints before are intact and
-      // the next one due is tried again.
-      LPSGD_WARN(o.message);
-      o.code = Outcome::kWarned;
-    }
-  }
-  const bool written = control_->share(o);
-  last_ckpt_time_ = now_s();  // a failed one too: the next is due an interval later
-  ckpt_s_ += last_ckpt_time_ - t0;
-  if (!written) return;
-  last_ckpt_step_ = step_;
-  LPSGD_INFO("checkpoint " << path << " (step " << step_ << ", "
-                           << fixed(1e3 * (last_ckpt_time_ - t0), 0) << " ms)");
-}
-
-void Run::restore(io::Checkpoint& c) {
-  // Rank 0 checks the file fits this model before anything is changed.
-  const io::CkptMeta& m = c.meta;
-  if (m.model != model_name_)
-    LPSGD_USAGE_ERROR("checkpoint was written for model '" << m.model << "', this run trains '"
-                                                           << model_name_
-                                                           << "'; use --resume none or another --checkpoint-dir");
-  const char* mine = optimizer_name(opt_->kind());
-  if (m.optimizer != mine)
-    LPSGD_USAGE_ERROR("checkpoint was written with --optimizer " << m.optimizer << ", this run uses "
-                                                                 << mine << "; resume with --optimizer "
-                                                                 << m.optimizer << ", or use --resume none");
-  take_tensors(*model_, opt_->state_names(), c, host_);
-}
-
 void Run::require_precision() {
   if (cfg_.precision == Precision::fp32) return;
   std::string how;
@@ -467,146 +291,6 @@ std::string Run::precision_line() {
   return std::string("precision ") + precision_name(cfg_.precision) + ": " + std::to_string(bf16) +
          " of " + std::to_string(affine) + " Conv2d/Linear layers multiply in bf16 on " + how +
          " (fp32 sums); weights, gradients, loss and optimizer in fp32";
-}
-
-bool Run::resume() {
-  if (cfg_.resume == "none") return false;
-  const bool explicit_path = cfg_.resume != "auto";
-  if (!explicit_path && cfg_.checkpoint_dir.empty()) return false;
-  const double t0 = now_s();
-  io::Checkpoint c;
-  std::string path;
-  Outcome o;
-  if (rank_ == 0)
-    o = attempt([&] {
-      if (explicit_path) {
-        path = cfg_.resume;
-        c = io::read_checkpoint(path);
-      } else {
-        std::vector<std::string> warnings;
-        path = io::find_resume_checkpoint(cfg_.checkpoint_dir, &warnings, &c);
-        for (const auto& w : warnings) LPSGD_WARN(w);
-      }
-      if (!path.empty()) restore(c);
-    });
-  control_->share(o);
-  uint64_t found = path.empty() ? 0 : 1;
-  MPI_CHECK(MPI_Bcast(&found, 1, MPI_UINT64_T, 0, control_->comm()));
-  if (!found) {
-    LPSGD_INFO("no checkpoint in " << cfg_.checkpoint_dir << ": starting fresh");
-    return false;
-  }
-  // The position, then the tensors with the LP broadcast.
-  uint64_t pos[7] = {static_cast<uint64_t>(c.meta.step), c.meta.samples, c.meta.loader_epoch,
-                     c.meta.loader_cursor, c.meta.rng_counter, static_cast<uint64_t>(c.meta.ranks),
-                     static_cast<uint64_t>(c.meta.optimizer_steps)};
-  MPI_CHECK(MPI_Bcast(pos, 7, MPI_UINT64_T, 0, control_->comm()));
-  if (rank_ == 0) {
-    dev_.copy_from_host(model_->params().data(), host_.params.data(), host_.params.size() * 4);
-    dev_.copy_from_host(opt_->state().data(), host_.optimizer.data(), host_.optimizer.size() * 4);
-    if (model_->has_state())
-      dev_.copy_from_host(model_->state().data(), host_.state.data(), host_.state.size() * 4);
-  }
-  dev_.synchronize();
-  for (const nn::Tensor& arena : {model_->params(), opt_->state(), model_->state()})
-    if (arena.defined())
-      comm_->run(comm::Algo::Lp, {comm::CollKind::Bcast, arena.data(), arena.data(),
-                                  static_cast<size_t>(arena.numel()), DType::F32, comm::ReduceOp::Sum, 0});
-  comm_->device().synchronize();
-  keep_bucket_algos(c.meta.algos, static_cast<int>(pos[5]));
-  step_ = static_cast<int64_t>(pos[0]);
-  samples_ = pos[1];
-  train_->restore({pos[2], pos[3]});
-  model_->set_rng_counter(pos[4]);
-  opt_->set_steps(static_cast<int64_t>(pos[6]));
-  last_ckpt_step_ = step_;
-  // The run's length in steps, from where the data stands (P or batch may differ).
-  const auto G = static_cast<uint64_t>(split_.global());
-  const uint64_t N = static_cast<uint64_t>(train_->size());
-  int64_t left = 0;
-  if (pos[2] < static_cast<uint64_t>(cfg_.epochs))
-    left = static_cast<int64_t>((N - std::min(N, pos[3])) / G) +
-           (cfg_.epochs - 1 - static_cast<int64_t>(pos[2])) * steps_per_epoch();
-  const int64_t planned = step_ + left;
-  total_steps_ = cfg_.max_steps > 0 ? std::min(planned, std::max(step_, cfg_.max_steps)) : planned;
-  ScheduleConfig sc = schedule_->config();
-  sc.total_steps = planned;
-  schedule_ = std::make_unique<LrSchedule>(sc);
-  if (rank_ == 0) {
-    LPSGD_INFO("resuming from " << path << ": step " << step_ << ", epoch " << pos[2] << " at sample "
-                                << pos[3] << ", written by " << pos[5] << " rank"
-                                << (pos[5] == 1 ? "" : "s") << " x batch " << c.meta.batch
-                                << "; read, checked and broadcast in "
-                                << fixed(1e3 * (now_s() - t0), 0) << " ms");
-    const std::string& was = c.meta.precision;
-    if (was != precision_name(cfg_.precision))
-      LPSGD_INFO("the checkpoint was trained with --precision " << was << ", the run continues with "
-                                                                << precision_name(cfg_.precision));
-    const int64_t global_was = c.meta.batch * c.meta.accumulate * static_cast<int64_t>(pos[5]);
-    if (static_cast<int>(pos[5]) != world_ || c.meta.batch != split_.micro ||
-        c.meta.accumulate != split_.accumulate)
-      LPSGD_INFO("the checkpoint's steps were " << pos[5] << " rank" << (pos[5] == 1 ? "" : "s")
-                                                << " x batch " << c.meta.batch
-                                                << (c.meta.accumulate > 1 ? " x " + std::to_string(c.meta.accumulate) + " micro-batches" : "")
-                                                << " = " << global_was << "; the run continues with "
-                                                << split_.describe()
-                                                << (global_was == split_.global()
-                                                        ? ": the same global batch, samples in each step and schedule"
-                                                        : ": same sample order, another global batch (--global-batch " +
-                                                              std::to_string(global_was) + " keeps it)"));
-    const std::string& wire_was = c.meta.wire;
-    if (wire_was != wire_name(cfg_.sync.wire))
-      LPSGD_INFO("the checkpoint's gradients travelled as " << wire_was << ", this run's travel as "
-                                                            << wire_name(cfg_.sync.wire));
-  }
-  return true;
-}
-
-// With --algo auto a resumed run keeps the algorithms the checkpoint's buckets
-// went by, if it has as many ranks and buckets: the cost model may choose
-// otherwise now (a new calibration, other nodes), and a different algorithm
-// adds in a different order, so the resumed run would not repeat the
-// interrupted one bit for bit. rank 0 read the checkpoint (`algos`, only
-// there); every rank learns the outcome.
-void Run::keep_bucket_algos(const std::string& algos, int ranks) {
-  const std::vector<comm::Algo> now = sync_->bucket_algos();
-  if (now.empty()) return;
-  std::vector<int> codes(now.size(), -1);
-  std::string why_not;
-  if (rank_ == 0 && cfg_.sync.algo == comm::Algo::Auto && !algos.empty()) {
-    std::vector<int> parsed;
-    std::stringstream ss(algos);
-    for (std::string name; std::getline(ss, name, ',');) {
-      try {
-        parsed.push_back(static_cast<int>(comm::parse_algo(name)));
-      } catch (const Error&) {
-        why_not = "'" + name + "' is no algorithm of this lpsgd";
-        break;
-      }
-    }
-    if (why_not.empty() && ranks != world_)
-      why_not = "it was written by " + std::to_string(ranks) + " ranks";
-    else if (why_not.empty() && parsed.size() != now.size())
-      why_not = "it has " + std::to_string(parsed.size()) + " buckets, this run " +
-                std::to_string(now.size());
-    if (why_not.empty()) codes = parsed;
-  }
-  MPI_CHECK(MPI_Bcast(codes.data(), static_cast<int>(codes.size()), MPI_INT, 0, control_->comm()));
-  if (codes[0] < 0) {
-    if (rank_ == 0 && !algos.empty() && algos != algo_list(now))
-      LPSGD_INFO("the checkpoint's buckets went by " << algos << ", this run's go by "
-                                                     << algo_list(now)
-                                                     << (why_not.empty() ? "" : " (auto: " + why_not + ")")
-                                                     << ": the same sums, added in another order");
-    return;
-  }
-  std::vector<comm::Algo> kept;
-  for (int code : codes) kept.push_back(static_cast<comm::Algo>(code));
-  sync_->keep_bucket_algos(kept);
-  if (rank_ == 0 && kept != now)
-    LPSGD_INFO("auto keeps the checkpoint's algorithms (" << algos << "; it would choose "
-                                                          << algo_list(now)
-                                                          << " now), so the run adds as the one it continues");
 }
 
 bool Run::step_boundary() {
@@ -924,10 +608,10 @@ TrainResult Run::go() {
   return res;
 }
 
-}  // namespace
+}  // namespace detail
 
 TrainResult train(Device& dev, const TrainConfig& config) {
-  Run run(dev, config);
+  detail::Run run(dev, config);
   return run.go();
 }
 
