@@ -11,7 +11,9 @@
 # lines, logs and the table under --out.
 #
 #   jobs/local/resnet-accuracy.sh [--epochs 12] [--repeat 1] [--out runs/resnet-accuracy]
-#                                 [--max-steps N] [--bn-stats ddp|average]
+#                                 [--max-steps N] [--bn-stats ddp|average] [--seed S]
+# --seed S: another seed than the config's, for both sides (initial parameters,
+# data order and augmentation draws): runs with the same seed repeat exactly.
 # --max-steps N: both sides stop after N steps (quick checks; the schedule still
 # spans --epochs). --bn-stats: the twin's batch-norm running statistics, DDP's
 # broadcast from rank 0 (default) or lpsgd's average over the ranks.
@@ -25,7 +27,7 @@ build=$(lpsgd_build_dir)
 me=resnet-accuracy.sh
 config=jobs/configs/fmnist-resnet20.ini
 
-epochs=12 repeat=1 out=runs/resnet-accuracy max_steps="" bn_stats=ddp
+epochs=12 repeat=1 out=runs/resnet-accuracy max_steps="" bn_stats=ddp seed_arg=""
 while (($#)); do
   case $1 in
     --epochs) epochs=${2:-}; shift 2 ;;
@@ -33,7 +35,8 @@ while (($#)); do
     --out) out=${2:-}; shift 2 ;;
     --max-steps) max_steps=${2:-}; shift 2 ;;
     --bn-stats) bn_stats=${2:-}; shift 2 ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    --seed) seed_arg=${2:-}; shift 2 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "$me: error: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -43,6 +46,8 @@ done
   { echo "$me: error: --max-steps must be a positive integer, got '$max_steps'" >&2; exit 2; }
 [[ $bn_stats == ddp || $bn_stats == average ]] ||
   { echo "$me: error: --bn-stats must be ddp or average, got '$bn_stats'" >&2; exit 2; }
+[[ -z $seed_arg || $seed_arg =~ ^[0-9]+$ ]] ||
+  { echo "$me: error: --seed must be a non-negative integer, got '$seed_arg'" >&2; exit 2; }
 [[ -n $out ]] || { echo "$me: error: --out needs a directory" >&2; exit 2; }
 [[ -x $build/bin/lpsgd ]] || { echo "$me: error: $build/bin/lpsgd missing (run tools/setup.sh)" >&2; exit 2; }
 /usr/bin/python3 -c "import torch, h5py, onnx" 2>/dev/null ||
@@ -54,7 +59,7 @@ ini() {  # KEY: its value in $config (the last one; comments and spaces stripped
 }
 data=$(ini data) model=$(ini model) batch=$(ini batch) lr=$(ini lr) momentum=$(ini momentum)
 wd=$(ini weight-decay) schedule=$(ini schedule) warmup=$(ini warmup-steps) augment=$(ini augment)
-seed=$(ini seed) nesterov=$(ini nesterov) min_lr=$(ini min-lr) sync_bn=$(ini sync-bn)
+seed=${seed_arg:-$(ini seed)} nesterov=$(ini nesterov) min_lr=$(ini min-lr) sync_bn=$(ini sync-bn)
 [[ $model == cnn:resnet20 && $schedule == cosine ]] ||
   { echo "$me: error: $config: the twin does cnn:resnet20 with the cosine schedule, not $model with ${schedule:-no} schedule" >&2; exit 2; }
 [[ ${nesterov:-false} =~ ^(false|off|0)$ && ${min_lr:-0} =~ ^0*\.?0*$ && ${sync_bn:-false} =~ ^(false|off|0)$ ]] ||
@@ -77,7 +82,7 @@ run_lpsgd() {  # i
   local t0
   rm -f "$out/lpsgd-$1.jsonl"
   t0=$(now)
-  "${MPIRUN[@]}" -n 2 "$build/bin/lpsgd" train --config "$config" --epochs "$epochs" "${steps[@]}" \
+  "${MPIRUN[@]}" -n 2 "$build/bin/lpsgd" train --config "$config" --epochs "$epochs" --seed "$seed" "${steps[@]}" \
     --progress-every 60 --metrics "$out/lpsgd-$1.jsonl" </dev/null >"$out/lpsgd-$1.log" 2>&1 ||
     { echo "$me: error: lpsgd run $1 failed ($out/lpsgd-$1.log): $(tail -1 "$out/lpsgd-$1.log")" >&2; exit 1; }
   echo "lpsgd $1 $(since "$t0")" >>"$out/wall.txt"
