@@ -220,21 +220,31 @@ int run_bench(int argc, char** argv) {
 
   if (do_calibrate) {
     const double t0 = now_s();
-    CostModel m = calibrate(MPI_COMM_WORLD, *dev, rpn);
+    CostModel m = calibrate(MPI_COMM_WORLD, *dev, rpn, 50, window);
     const double took = now_s() - t0;
     const std::string path =
         calib.empty() ? CostModel::default_path(Chain(MPI_COMM_WORLD, LinksMode::Auto, rpn).hosts())
                       : calib;
+    // The machine's own file (no --calibration) is what every job's auto
+    // reads: a measurement that is not sure of itself does not replace a
+    // sure one there (calibrate.hpp, prefer_fresh). A file named is written.
+    CostModel old = calib.empty() && wrank == 0 ? CostModel::load_if_present(path) : CostModel{};
+    int keep_old = 0;
+    std::string why;
+    if (wrank == 0 && calib.empty()) keep_old = prefer_fresh(old, m, &why) ? 0 : 1;
     if (wrank == 0) {
-      m.save(path);
-      std::printf("# calibration written to %s (measured in %.2f s)\n#  alpha_shm %.3g s  beta_shm %.3g s/B (%.2f GB/s)\n"
+      m.calibrated = true;
+      m.source = path;
+      if (!keep_old) m.save(path);
+      std::printf("# calibration %s %s (measured in %.2f s)\n#  alpha_shm %.3g s  beta_shm %.3g s/B (%.2f GB/s)\n"
                   "#  alpha_mpi %.3g s  beta_mpi %.3g s/B (%.2f GB/s), %s\n"
-                  "#  gamma %.3g s/B (%.2f GB/s)\n",
-                  path.c_str(), took, m.alpha_shm, m.beta_shm, 1e-9 / m.beta_shm, m.alpha_mpi,
-                  m.beta_mpi, 1e-9 / m.beta_mpi,
+                  "#  gamma %.3g s/B (%.2f GB/s)\n#  %s\n",
+                  keep_old ? "not written to" : "written to", path.c_str(), took, m.alpha_shm, m.beta_shm,
+                  1e-9 / m.beta_shm, m.alpha_mpi, m.beta_mpi, 1e-9 / m.beta_mpi,
                   m.mpi_neighbour_links ? "a link of its own to each chain neighbour"
                                         : "one NIC per node (a switch)",
-                  m.gamma, 1e-9 / m.gamma);
+                  m.gamma, 1e-9 / m.gamma, m.describe().c_str());
+      if (keep_old) std::printf("# kept %s: %s\n", old.describe().c_str(), why.c_str());
     }
     return 0;
   }
@@ -295,7 +305,7 @@ int run_bench(int argc, char** argv) {
                 comm.chain().links() == LinksMode::Mpi ? "mpi" : "auto", window,
                 dev->name().c_str());
     if (comm.model().calibrated)
-      std::printf("# cost model: %s\n", comm.model().source.c_str());
+      std::printf("# cost model: %s\n", comm.model().describe().c_str());
     else
       std::printf("# cost model: built-in defaults, not this machine's: predictions marked ~ are rough "
                   "(lpsgd bench --calibrate measures it)\n");

@@ -118,6 +118,7 @@ std::string to_json(const io::CkptInfo& info, const std::vector<std::string>& sk
     << ", \"tensors\": " << info.tensors << ", \"bytes\": " << info.bytes
     << ", \"precision\": " << json_string(m.precision)
     << ", \"wire\": " << json_string(m.wire) << ", \"algos\": " << json_string(m.algos)
+    << ", \"auto_check\": " << json_string(m.auto_check)
     << ", \"optimizer\": " << json_string(m.optimizer) << ", \"optimizer_steps\": " << m.optimizer_steps
     << ", \"config\": " << json_string(m.config) << ", \"skipped\": [";
   for (size_t i = 0; i < skipped.size(); ++i) o << (i ? ", " : "") << json_string(skipped[i]);
@@ -143,6 +144,7 @@ std::string to_text(const io::CkptInfo& info, const std::string& dir,
     << "\nprecision: " << m.precision << "\nwire: " << m.wire
     << "\noptimizer: " << m.optimizer << " (" << m.optimizer_steps << " steps)"
     << "\nalgorithms: " << (m.algos.empty() ? "-" : m.algos) << (m.ranks > 1 ? " (by bucket)" : "")
+    << (m.auto_check.empty() ? "" : ", auto check " + m.auto_check.substr(0, m.auto_check.find(':')))
     << "\nchecksum: " << checksum_hex(info.checksum)
     << (info.valid ? " (verified)" : " (as stored)") << "\ntensors: " << info.tensors
     << "\nsize: " << info.bytes << " bytes\nconfig:\n";

@@ -88,7 +88,7 @@ void parse_optimizer_options(const std::string& name, double momentum, bool nest
 bool parse_train_options(int argc, char** argv, TrainOptions& out) {
   namespace po = cli::po;
   train::TrainConfig& c = out.config;
-  std::string schedule = "constant", sync = "allreduce", algo = "auto", block = "auto",
+  std::string schedule = "constant", sync = "allreduce", algo = "auto", block = "auto", auto_check = "on",
               overlap = "on", device = "cpu", links = "auto", progress = "auto",
               checkpoint_failure = "warn", init = "file", precision = "fp32", wire = "fp32",
               optimizer = "sgd", adam_betas = "0.9,0.999";
@@ -136,6 +136,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& out) {
     ("links", po::value(&links)->default_value(links), "auto (peer links in a node) or mpi")
     ("ranks-per-node", po::value(&c.ranks_per_node)->default_value(0), "split ranks into pretend nodes of N")
     ("calibration", po::value(&c.calibration), "the cost model's calibration file (lpsgd bench --calibrate writes one; default: this cluster's own in ~/.cache/lpsgd, measured on first use)")
+    ("auto-check", po::value(&auto_check)->default_value(auto_check), "on: --algo auto checks its choices on the run's first steps and tries a bucket's runner-up where the measured time is off the model; off: the model's choices alone; always: every bucket tries its runner-up")
     ("comm-timeout", cli::value_with_default(&c.comm_timeout_s), "seconds without progress = error")
     ("eval-every", po::value(&c.eval_every)->default_value(-1), "evaluate every N steps (-1: every epoch, 0: only at the end)")
     ("metrics", po::value(&c.metrics), "append JSON lines (one per evaluation, one final) to FILE")
@@ -167,6 +168,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& out) {
                           c.optimizer);
   c.sync.mode = train::parse_sync_mode(sync);
   c.sync.algo = comm::parse_algo(algo);
+  c.auto_check = train::parse_auto_check(auto_check);
   c.sync.block_bytes = block == "auto" ? 0 : cli::parse_bytes(block);
   // Bounded (1 TiB) so the conversion to bytes below is defined; NaN fails too.
   if (!(bucket_mb >= 0 && bucket_mb <= 1 << 20))

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <iomanip>
+#include <sstream>
 
 #include "comm/calibrate.hpp"
 #include "comm/collectives/factory.hpp"
@@ -81,60 +82,123 @@ Communicator::Communicator(MPI_Comm parent, Device& dev, CommOptions opts)
                  ? CostModel::load_if_present(CostModel::default_path(chain_->hosts()))
                  : CostModel::load_or_default(opts_.calibration_file);
   share_model();
-  if (opts_.calibrate_if_missing && size() > 1 && dev.kind() == DeviceKind::Cpu && !build::smpi) {
-    double measured = 0, predicted = 0;
-    LinkKind kind = LinkKind::Mpi;
-    if (!model_.calibrated) {
-      calibrate_now();
-    } else if (opts_.calibration_file.empty() &&
-               !links_match(*this, model_, &measured, &predicted, &kind)) {
-      // The same nodes, other links (another rate, another network), or a
-      // calibration made under load: measure again.
-      LPSGD_INFO("the calibration in " << model_.source << " no longer fits the "
-                                       << (kind == LinkKind::Mpi ? "MPI" : "peer") << " links (a "
-                                       << std::lround(static_cast<double>(256u << 10) / 1024)
-                                       << " KiB block took " << std::setprecision(3) << 1e3 * measured
-                                       << " ms, it predicts " << 1e3 * predicted << " ms): measuring again");
-      calibrate_now();
-    }
-  }
   model_.window = opts_.window;
   model_.mpi_message = opts_.mpi_message_bytes;
+  if (opts_.calibrate_if_missing && size() > 1 && dev.kind() == DeviceKind::Cpu && !build::smpi)
+    choose_calibration();
+  if (chain_->pos() == 0 && model_.calibrated && size() > 1) {
+    const std::string differ =
+        model_.settings_differ(CostModel::settings_now(opts_.window, opts_.mpi_message_bytes));
+    if (!differ.empty())
+      LPSGD_INFO("this job's settings differ from those " << model_.source << " was measured with: "
+                                                          << differ << "; auto prices this job's");
+  }
   LPSGD_DEBUG("chain " << chain_->describe());
 }
 
-// Everyone uses rank 0's numbers, so `auto` resolves identically everywhere.
+// Everyone uses rank 0's numbers, so `auto` resolves identically everywhere
+// (and decides alike whether to keep them: the quality travels too).
 void Communicator::share_model() {
-  std::array<double, CostModel::kParams> params = model_.params();
-  MPI_CHECK(MPI_Bcast(params.data(), CostModel::kParams, MPI_DOUBLE, 0, ctrl_comm_));
-  model_.set_params(params);
-  int flags[3] = {model_.mpi_neighbour_links ? 1 : 0, model_.calibrated ? 1 : 0,
-                  model_.lp_direct_pairs ? 1 : 0};
-  MPI_CHECK(MPI_Bcast(flags, 3, MPI_INT, 0, ctrl_comm_));
+  std::array<double, CostModel::kParams + 2> params{};
+  const auto p = model_.params();
+  std::copy(p.begin(), p.end(), params.begin());
+  params[CostModel::kParams] = model_.quality.cpu_share;
+  params[CostModel::kParams + 1] = model_.quality.spread;
+  MPI_CHECK(MPI_Bcast(params.data(), static_cast<int>(params.size()), MPI_DOUBLE, 0, ctrl_comm_));
+  std::array<double, CostModel::kParams> mine{};
+  std::copy(params.begin(), params.begin() + CostModel::kParams, mine.begin());
+  model_.set_params(mine);
+  model_.quality.cpu_share = params[CostModel::kParams];
+  model_.quality.spread = params[CostModel::kParams + 1];
+  int flags[5] = {model_.mpi_neighbour_links ? 1 : 0, model_.calibrated ? 1 : 0,
+                  model_.lp_direct_pairs ? 1 : 0, static_cast<int>(model_.quality.confidence),
+                  model_.quality.rounds};
+  MPI_CHECK(MPI_Bcast(flags, 5, MPI_INT, 0, ctrl_comm_));
   model_.mpi_neighbour_links = flags[0] == 1;
   model_.calibrated = flags[1] == 1;
   model_.lp_direct_pairs = flags[2] == 1;
+  model_.quality.confidence = static_cast<CostModel::Confidence>(flags[3]);
+  model_.quality.rounds = flags[4];
 }
 
-// No calibration file: measure this job's links and reductions (calibrate.cpp,
-// about a second) and keep the result where the next job finds it.
-void Communicator::calibrate_now() {
-  const double t0 = now_s();
-  CostModel m = calibrate(chain_->comm(), dev_, opts_.ranks_per_node);
-  const std::string path = CostModel::default_path(chain_->hosts());
-  m.calibrated = true;
-  m.source = path + " (measured now)";
-  if (chain_->pos() == 0) {
-    try {
-      m.save(path);
-      LPSGD_INFO("cost model calibrated in " << std::fixed << std::setprecision(1) << now_s() - t0
-                                             << " s, kept in " << path);
-    } catch (const Error& e) {
-      LPSGD_WARN("cost model calibrated, but not kept: " << e.message());
-      m.source = "measured now, not kept";
+// `auto` needs a calibration it can trust. Measure (calibrate.cpp, a second
+// or two) where there is none of these links, where the one there is not
+// sure of itself, or where this job's links no longer fit it; then keep the
+// new one only where prefer_fresh() says so, so that a measurement made
+// beside other work never replaces a sure one. A calibration file named on
+// the command line is the user's: read, never measured again or rewritten.
+void Communicator::choose_calibration() {
+  std::string why;
+  const bool named = !opts_.calibration_file.empty();
+  if (!model_.calibrated) {
+    why = "no calibration of these links yet";
+  } else if (named) {
+    return;
+  } else {
+    // The links as this job finds them, also a probe of whether the node is
+    // quiet enough to measure anything.
+    const LinkCheck k = check_links(*this, model_);
+    const char* link = k.kind == LinkKind::Mpi ? "MPI" : "peer";
+    std::ostringstream os;
+    os << std::setprecision(3) << "a 256 KiB block took " << 1e3 * k.measured_s << " ms, it predicts "
+       << 1e3 * k.predicted_s << " ms";
+    const bool sure = model_.quality.confidence == CostModel::Confidence::High;
+    if (k.result == LinkCheck::Busy) {
+      if (chain_->pos() == 0)
+        LPSGD_INFO("the calibration in " << model_.source << " is " << (sure ? "used" : "used, not sure of itself,")
+                                         << " unchecked: the " << link
+                                         << " link measured without a core to itself (cpu share "
+                                         << std::setprecision(2) << k.cpu_share << "; " << os.str()
+                                         << "): the node is busy, and a measurement now would be too");
+      return;
+    }
+    if (sure && k.result == LinkCheck::Fits) return;
+    if (!sure) {
+      why = "the calibration in " + model_.source + " is not sure of itself (" +
+            (model_.quality.note.empty() ? std::string("made before calibrations said so")
+                                         : model_.quality.note) +
+            ") and the node is quiet now";
+    } else {
+      // The same nodes, other links (another rate, another network): a
+      // measurement with a core to itself says the numbers are wrong, so
+      // they count as unsure against the new ones.
+      why = "the calibration in " + model_.source + " no longer fits the " + link + " links (" + os.str() + ")";
+      model_.quality.confidence = CostModel::Confidence::Low;
+      model_.quality.cpu_share = 0;
+      model_.quality.note = "no longer fits the " + std::string(link) + " links";
     }
   }
-  model_ = m;
+  if (chain_->pos() == 0) LPSGD_INFO(why << ": measuring");
+  const double t0 = now_s();
+  CostModel fresh = calibrate(chain_->comm(), dev_, opts_.ranks_per_node, 50, opts_.window,
+                              opts_.mpi_message_bytes);
+  const std::string path = named ? opts_.calibration_file : CostModel::default_path(chain_->hosts());
+  fresh.calibrated = true;
+  fresh.source = path + " (measured now)";
+  fresh.window = opts_.window;
+  fresh.mpi_message = opts_.mpi_message_bytes;
+  std::string reason;
+  const bool use = prefer_fresh(model_, fresh, &reason);
+  if (chain_->pos() == 0) {
+    std::ostringstream took;
+    took << std::fixed << std::setprecision(1) << now_s() - t0 << " s";
+    if (!use) {
+      LPSGD_INFO("measured again in " << took.str() << ", and kept " << model_.source << ": " << reason
+                                      << " (the new one: " << fresh.quality_text() << ")");
+    } else {
+      try {
+        fresh.save(path);
+        char hash[16];
+        std::snprintf(hash, sizeof hash, "%08x", fresh.inputs_hash());
+        LPSGD_INFO("cost model calibrated in " << took.str() << ", kept in " << path << " (" << reason
+                                               << "): " << fresh.quality_text() << ", inputs " << hash);
+      } catch (const Error& e) {
+        LPSGD_WARN("cost model calibrated, but not kept: " << e.message());
+        fresh.source = "measured now, not kept";
+      }
+    }
+  }
+  if (use) model_ = fresh;
   share_model();
 }
 

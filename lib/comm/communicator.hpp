@@ -147,7 +147,9 @@ class Communicator {
 
  private:
   void share_model();
-  void calibrate_now();
+  /// Measures the links where the calibration is missing, unsure or stale,
+  /// and keeps the better of the two (see communicator.cpp).
+  void choose_calibration();
   void post_error_recv(int side);
   void find_local_neighbours();
   /// Sends an error notice to the neighbour on `side` (0 left, 1 right), once.

@@ -376,6 +376,17 @@ CostModel CostModel::load_if_present(const std::string& path) {
   return load_or_default(path);
 }
 
+namespace {
+const char* confidence_name(CostModel::Confidence c) {
+  return c == CostModel::Confidence::High ? "high" : c == CostModel::Confidence::Low ? "low" : "unknown";
+}
+// Texts in the file are one line each: a newline would end the value.
+std::string one_line(std::string s) {
+  std::replace(s.begin(), s.end(), '\n', ' ');
+  return s;
+}
+}  // namespace
+
 CostModel CostModel::load_or_default(const std::string& path_in) {
   CostModel m;
   const std::string path = path_in.empty() ? default_path() : path_in;
@@ -394,24 +405,62 @@ CostModel CostModel::load_or_default(const std::string& path_in) {
                 path << ":" << lineno << ": expected 'name = value', got '" << line << "'");
     std::string key = line.substr(0, eq);
     key.erase(std::remove(key.begin(), key.end(), ' '), key.end());
+    std::string text = line.substr(eq + 1);
+    text.erase(0, text.find_first_not_of(' '));
+    // The texts: how sure the calibration is, why, and when it was made.
+    if (key == "confidence") {
+      LPSGD_CHECK(text == "high" || text == "low" || text == "unknown",
+                  path << ":" << lineno << ": confidence must be high, low or unknown, got '" << text << "'");
+      m.quality.confidence = text == "high" ? Confidence::High : text == "low" ? Confidence::Low : Confidence::Unknown;
+      continue;
+    }
+    if (key == "note") {
+      m.quality.note = text;
+      continue;
+    }
+    if (key == "measured") {
+      m.quality.measured = text;
+      continue;
+    }
     double v = 0;
     try {
-      v = std::stod(line.substr(eq + 1));
+      size_t used = 0;
+      v = std::stod(text, &used);
     } catch (const std::exception&) {
       LPSGD_THROW(path << ":" << lineno << ": bad number in '" << line << "'");
     }
+    const auto whole = [&](const char* what, double lo) {
+      LPSGD_CHECK(std::isfinite(v) && v >= lo && v == std::floor(v),
+                  path << ":" << lineno << ": " << what << " must be a whole number >= " << lo);
+    };
+    // Flags and settings (recorded: measured_with), then the quality.
+    if (key == "mpi_neighbour_links" || key == "lp_direct" || key == "lp_pair") {
+      LPSGD_CHECK(v == 0 || v == 1, path << ":" << lineno << ": " << key << " must be 0 or 1");
+      if (key == "mpi_neighbour_links") m.mpi_neighbour_links = v == 1;
+      else (key == "lp_direct" ? m.measured_with.lp_direct : m.measured_with.lp_pair) = static_cast<int>(v);
+      continue;
+    }
+    if (key == "window" || key == "mpi_message_bytes" || key == "ring_chunk_bytes" || key == "rounds") {
+      whole(key.c_str(), key == "mpi_message_bytes" ? 0 : 1);
+      if (key == "window") m.measured_with.window = static_cast<int>(v);
+      else if (key == "mpi_message_bytes") m.measured_with.mpi_message = static_cast<long long>(v);
+      else if (key == "ring_chunk_bytes") m.measured_with.ring_chunk = static_cast<long long>(v);
+      else m.quality.rounds = static_cast<int>(v);
+      continue;
+    }
+    if (key == "cpu_share" || key == "spread") {
+      LPSGD_CHECK(std::isfinite(v) && v >= 0, path << ":" << lineno << ": " << key << " must be >= 0");
+      (key == "cpu_share" ? m.quality.cpu_share : m.quality.spread) = v;
+      continue;
+    }
     // γ may be 0: reductions free, the pure α-β model (e.g. a simulated network alone).
-    const bool flag = key == "mpi_neighbour_links";
-    LPSGD_CHECK(!flag || v == 0 || v == 1,
-                path << ":" << lineno << ": mpi_neighbour_links must be 0 or 1");
-    LPSGD_CHECK(flag || (std::isfinite(v) && (v > 0 || (v == 0 && key == "gamma"))),
+    LPSGD_CHECK(std::isfinite(v) && (v > 0 || (v == 0 && key == "gamma")),
                 path << ":" << lineno << ": " << key << " must be positive");
     if (key == "alpha_shm") m.alpha_shm = v;
     else if (key == "beta_shm") m.beta_shm = v;
     else if (key == "alpha_mpi") m.alpha_mpi = v;
     else if (key == "beta_mpi") m.beta_mpi = v;
     else if (key == "gamma") m.gamma = v;
-    else if (flag) m.mpi_neighbour_links = v == 1;
     // other keys (comments about how it was measured) are ignored
   }
   m.calibrated = true;
@@ -425,19 +474,101 @@ void CostModel::save(const std::string& path) const {
     std::error_code ec;
     std::filesystem::create_directories(path.substr(0, slash), ec);
   }
-  const std::string tmp = path + ".tmp";
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   {
     std::ofstream out(tmp);
     LPSGD_CHECK(out, "cannot write calibration file '" << tmp << "'");
-    out.precision(6);
-    out << "# lpsgd calibration: alpha in s, beta and gamma in s/byte\n"
+    // Every digit: the run that reads this chooses as the one that wrote it.
+    out.precision(17);
+    out << "# lpsgd calibration: alpha in s, beta and gamma in s/byte (lib/comm/calibrate.cpp)\n"
         << "alpha_shm = " << alpha_shm << "\nbeta_shm = " << beta_shm << "\n"
         << "alpha_mpi = " << alpha_mpi << "\nbeta_mpi = " << beta_mpi << "\n"
         << "gamma = " << gamma << "\n";
     if (mpi_neighbour_links) out << "mpi_neighbour_links = 1\n";
+    out << "# how sure: high only where every round ran with a core to itself and the rounds agreed\n"
+        << "confidence = " << confidence_name(quality.confidence) << "\n";
+    if (quality.rounds > 0) out << "rounds = " << quality.rounds << "\n";
+    out.precision(3);
+    if (quality.cpu_share > 0) out << "cpu_share = " << quality.cpu_share << "\n";
+    if (quality.spread > 0) out << "spread = " << quality.spread << "\n";
+    if (!quality.note.empty()) out << "note = " << one_line(quality.note) << "\n";
+    if (!quality.measured.empty()) out << "measured = " << one_line(quality.measured) << "\n";
+    const Settings& w = measured_with;
+    if (w.window > 0 || w.mpi_message >= 0 || w.lp_direct >= 0 || w.lp_pair >= 0 || w.ring_chunk > 0)
+      out << "# the settings it was measured under (a run with others says so)\n";
+    if (w.window > 0) out << "window = " << w.window << "\n";
+    if (w.mpi_message >= 0) out << "mpi_message_bytes = " << w.mpi_message << "\n";
+    if (w.lp_direct >= 0) out << "lp_direct = " << w.lp_direct << "\n";
+    if (w.lp_pair >= 0) out << "lp_pair = " << w.lp_pair << "\n";
+    if (w.ring_chunk > 0) out << "ring_chunk_bytes = " << w.ring_chunk << "\n";
     LPSGD_CHECK(out.good(), "error writing '" << tmp << "'");
   }
-  LPSGD_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "cannot rename '" << tmp << "' to '" << path << "'");
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    LPSGD_THROW("cannot rename '" << tmp << "' to '" << path << "'");
+  }
+}
+
+CostModel::Settings CostModel::settings_now(int window, size_t mpi_message) {
+  Settings s;
+  s.window = window;
+  s.mpi_message = static_cast<long long>(mpi_message);
+  s.lp_direct = lp_direct(CollKind::Bcast, 2) ? 1 : 0;
+  s.lp_pair = lp_shares_reductions(CollKind::Allreduce, 2) ? 1 : 0;
+  s.ring_chunk = static_cast<long long>(ring_chunk_bytes());
+  return s;
+}
+
+std::string CostModel::settings_differ(const Settings& now) const {
+  std::ostringstream os;
+  const auto differ = [&](const char* name, long long mine, long long then, bool recorded) {
+    if (!recorded || mine == then) return;
+    os << (os.tellp() > 0 ? ", " : "") << name << " " << mine << " (measured with " << then << ")";
+  };
+  const Settings& w = measured_with;
+  differ("window", now.window, w.window, w.window > 0);
+  differ("MPI message bytes", now.mpi_message, w.mpi_message, w.mpi_message >= 0);
+  differ("LPSGD_LP_DIRECT", now.lp_direct, w.lp_direct, w.lp_direct >= 0);
+  differ("LPSGD_LP_PAIR", now.lp_pair, w.lp_pair, w.lp_pair >= 0);
+  differ("ring chunk bytes", now.ring_chunk, w.ring_chunk, w.ring_chunk > 0);
+  return os.str();
+}
+
+uint32_t CostModel::inputs_hash() const {
+  uint32_t h = 2166136261u;
+  const auto mix = [&](const void* p, size_t n) {
+    for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<const unsigned char*>(p)[i]) * 16777619u;
+  };
+  for (const double v : params()) mix(&v, sizeof v);
+  const long long ints[] = {mpi_neighbour_links ? 1 : 0,
+                            lp_direct_pairs ? 1 : 0,
+                            window,
+                            static_cast<long long>(mpi_message),
+                            lp_shares_reductions(CollKind::Allreduce, 2) ? 1 : 0,
+                            static_cast<long long>(ring_chunk_bytes())};
+  mix(ints, sizeof ints);
+  return h;
+}
+
+std::string CostModel::quality_text() const {
+  std::ostringstream os;
+  os << "confidence " << confidence_name(quality.confidence);
+  if (quality.rounds > 0) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, ": %d rounds within %.2fx, cpu share %.2f", quality.rounds,
+                  quality.spread, quality.cpu_share);
+    os << buf;
+  }
+  if (!quality.note.empty()) os << "; " << quality.note;
+  if (!quality.measured.empty()) os << "; measured " << quality.measured;
+  return os.str();
+}
+
+std::string CostModel::describe() const {
+  char hash[16];
+  std::snprintf(hash, sizeof hash, "%08x", inputs_hash());
+  if (!calibrated) return std::string("built-in defaults (never measured here), inputs ") + hash;
+  return source + " (" + quality_text() + "), inputs " + hash;
 }
 
 }  // namespace lpsgd::comm

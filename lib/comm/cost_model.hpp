@@ -40,6 +40,7 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -102,11 +103,52 @@ class CostModel {
   bool calibrated = false;
   std::string source = "built-in defaults";
 
+  /// How far a calibration's own numbers can be trusted (calibrate.cpp):
+  /// High where every round of the measurement had its cores to itself and
+  /// the rounds agreed; Low where not (`note` says why); Unknown for the
+  /// built-in defaults and for files written before it was recorded.
+  enum class Confidence { Unknown, Low, High };
+  struct Quality {
+    Confidence confidence = Confidence::Unknown;
+    int rounds = 0;        ///< rounds the numbers come from
+    double cpu_share = 0;  ///< least share of its core a measuring rank had in them
+    double spread = 0;     ///< largest max/min over those rounds of β_shm, β_mpi, γ
+    std::string note;      ///< why Low, e.g. "beside other work (cpu share 0.46)"
+    std::string measured;  ///< when, on how many ranks and nodes
+  } quality;
+  /// The settings the numbers were measured under, as recorded in the file
+  /// (0 / -1: not recorded): the choice depends on them as on the numbers, so
+  /// a run whose own settings differ says so (settings_differ()).
+  struct Settings {
+    int window = 0;
+    long long mpi_message = -1;
+    int lp_direct = -1, lp_pair = -1;
+    long long ring_chunk = 0;
+  } measured_with;
+  /// This process's settings (--window, the MPI message limit, LPSGD_LP_DIRECT,
+  /// LPSGD_LP_PAIR, LPSGD_RING_CHUNK_BYTES): what calibrate() records.
+  static Settings settings_now(int window, size_t mpi_message);
+  /// "window 4 (measured with 2)" for each setting of `now` that the file
+  /// recorded otherwise; "" where they agree or the file recorded none.
+  std::string settings_differ(const Settings& now) const;
+
+  /// One line for logs: where the numbers come from, how sure they are, and a
+  /// fingerprint of every input of the choice (inputs_hash), so that two runs'
+  /// logs show at a glance whether they chose from the same model.
+  std::string describe() const;
+  /// "confidence high: 3 rounds within 1.08x, cpu share 0.97; measured ...".
+  std::string quality_text() const;
+  /// FNV-1a over the numbers, the flags and the settings that predict() and
+  /// best_algo() read: equal hashes, equal choices.
+  uint32_t inputs_hash() const;
+
   /// Reads `path` (or the default path when empty); defaults if absent.
   static CostModel load_or_default(const std::string& path);
   /// The calibration at `path` if there is one, else the built-in defaults.
   static CostModel load_if_present(const std::string& path);
-  /// Writes `name = value` lines; atomically (temporary file, then rename).
+  /// Writes `name = value` lines, the numbers to the last bit (%.17g, so a
+  /// run that reads the file back chooses exactly as the run that measured
+  /// it), with the quality and settings; atomically (temporary file, rename).
   void save(const std::string& path) const;
   /// The default calibration file: $LPSGD_CALIBRATION, else
   /// ~/.cache/lpsgd/calibration-HOST.ini (one per machine: a shared home

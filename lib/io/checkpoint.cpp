@@ -154,6 +154,7 @@ void write_file(const std::string& path, const Checkpoint& c) {
   if (!m.precision.empty()) f.write_attr_fixed("precision", m.precision);
   if (!m.wire.empty()) f.write_attr_fixed("wire", m.wire);
   if (!m.algos.empty()) f.write_attr_fixed("algos", m.algos);
+  if (!m.auto_check.empty()) f.write_attr_fixed("auto_check", m.auto_check);
   if (!m.optimizer.empty()) f.write_attr_fixed("optimizer", m.optimizer);
   f.write_attr("optimizer_steps", m.optimizer_steps);
   if (m.accumulate > 1) f.write_attr("accumulate", m.accumulate);
@@ -260,6 +261,14 @@ void read_meta(const h5::File& f, Checkpoint& c) {
       return (ch >= 'a' && ch <= 'z') || ch == ',';
     });
     if (m.algos.empty() || !names_only) throw Damaged{"attribute algos holds '" + m.algos + "'"};
+  }
+  if (f.has_attr("auto_check")) {
+    m.auto_check = f.read_attr_fixed_string("auto_check");
+    const bool plain = std::all_of(m.auto_check.begin(), m.auto_check.end(), [](char ch) {
+      return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == ',' || ch == ':' ||
+             ch == '.' || ch == '-' || ch == '+';
+    });
+    if (m.auto_check.empty() || !plain) throw Damaged{"attribute auto_check holds '" + m.auto_check + "'"};
   }
   // Checkpoints from before --optimizer were SGD's, their steps its steps.
   m.optimizer = f.has_attr("optimizer") ? f.read_attr_fixed_string("optimizer") : "sgd";

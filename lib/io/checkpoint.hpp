@@ -30,6 +30,8 @@
 //                gradient bucket's collective, comma-separated in bucket
 //                order, e.g. "ring,ring,lp": a resume with --algo auto keeps
 //                them, so it adds in the same order; absent for one rank);
+//                auto_check (where auto's check on the run's own steps stood,
+//                train/auto_check.hpp; absent where it was off: issue 50);
 //                optimizer (--optimizer: "sgd", "adamw", "lars"; absent
 //                before issue 46: "sgd") and optimizer_steps (int64: the
 //                optimizer steps taken, AdamW's t; absent before issue 46:
@@ -101,6 +103,10 @@ struct CkptMeta {
   /// The algorithm of each gradient bucket, comma-separated ("lp,lp,tree");
   /// empty for one rank or when the checkpoint predates it.
   std::string algos;
+  /// Where --algo auto's check on the run's own steps stood
+  /// (train/auto_check.hpp: "done", "measure:B", "trial:..."); empty where
+  /// it was off or the checkpoint predates it.
+  std::string auto_check;
   /// --optimizer of the run ("sgd", "adamw", "lars": lowercase letters and
   /// digits), which names the optimizer tensors. Optional attribute, read as
   /// "sgd" where absent (the only optimizer before it); "" is not written.

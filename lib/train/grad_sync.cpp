@@ -115,6 +115,20 @@ void GradSync::keep_bucket_algos(const std::vector<comm::Algo>& algos) {
   }
 }
 
+void GradSync::set_bucket_algo(size_t b, comm::Algo algo) {
+  LPSGD_CHECK(b < grad_algo_.size(), "bucket " << b << " of " << grad_algo_.size());
+  LPSGD_CHECK(algo != comm::Algo::Auto && comm::supports(algo, grad_kind()),
+              comm::algo_name(algo) << " cannot run bucket " << b << "'s " << comm::coll_name(grad_kind()));
+  grad_algo_[b] = resolve_grad(b, algo);
+}
+
+double GradSync::predict(size_t b, comm::Algo algo) const {
+  if (comm_.size() == 1) return 0.0;
+  const auto [a, block] = resolve_grad(b, algo);
+  return comm_.model().predict(a, grad_kind(), static_cast<double>(buckets_[b].count * dtype_size(wire_)),
+                               comm_.size(), 0, static_cast<double>(block), comm::LinkMix::of(comm_.chain()));
+}
+
 void* GradSync::travelling(size_t b) const {
   if (staging_) return staging_ + buckets_[b].offset * dtype_size(wire_);
   return model_.grads().data() + buckets_[b].offset;
@@ -284,7 +298,11 @@ void GradSync::complete(size_t upto, SyncTimes& t) {
   }
   if (next_ < launch_seq_.size()) return;
   std::vector<comm::Collective*> done;
-  for (size_t b : launch_seq_) done.push_back(grad_coll_[b].get());
+  exchange_s_.assign(buckets_.size(), 0.0);
+  for (size_t b : launch_seq_) {
+    done.push_back(grad_coll_[b].get());
+    exchange_s_[b] = grad_coll_[b]->finished_s() - grad_coll_[b]->running_s();
+  }
   t.comm_s += busy_s(done);
   for (auto& c : grad_coll_) c.reset();
 }

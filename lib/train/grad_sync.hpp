@@ -191,11 +191,23 @@ class GradSync {
   /// order. A usage error if the count differs or an algorithm cannot run
   /// this collective; call before the first step.
   void keep_bucket_algos(const std::vector<comm::Algo>& algos);
+  /// Makes bucket b's gradients go by `algo` from its next launch on (auto's
+  /// check on the job's own steps, train/auto_check.hpp): between steps, on
+  /// every rank alike.
+  void set_bucket_algo(size_t b, comm::Algo algo);
+  /// The cost model's seconds for bucket b's gradient collective by `algo`,
+  /// at the block it would go with (NaN where the model cannot say).
+  double predict(size_t b, comm::Algo algo) const;
+  /// Seconds each bucket's gradient collective moved data in the last
+  /// exchange that completed: from when it could (its neighbours had started
+  /// it and the collectives before it were done) until it was done. Empty
+  /// with one rank; meaningful once a step's exchange has completed.
+  const std::vector<double>& exchange_s() const { return exchange_s_; }
+  /// The collective kind of the gradient exchange (allreduce or reduce).
+  comm::CollKind grad_kind() const;
 
  private:
   void launch(size_t bucket);
-  /// The collective kind of the gradient exchange (allreduce or reduce).
-  comm::CollKind grad_kind() const;
   /// opt_.algo (or `algo`) and the block resolved for bucket b's gradients.
   std::pair<comm::Algo, size_t> resolve_grad(size_t b, comm::Algo algo) const;
   /// Where bucket b's gradients travel from: its float gradients, or its part
@@ -258,6 +270,7 @@ class GradSync {
   // and (reduce-bcast) the parameter broadcast's.
   std::vector<std::pair<comm::Algo, size_t>> grad_algo_, param_algo_;
   std::vector<double> submitted_s_;  // per collective of this step, in start order
+  std::vector<double> exchange_s_;   // per bucket: its collective's running time, last exchange
   // Stream ordering (no-ops on a CPU): grads ready -> collective, collective
   // done -> update, update -> broadcast, and the end of the step.
   std::vector<std::unique_ptr<DeviceEvent>> ready_, arrived_, updated_;

@@ -15,6 +15,7 @@
 #include "io/loader.hpp"
 #include "nn/builder.hpp"
 #include "train/batch_split.hpp"
+#include "train/auto_check.hpp"
 #include "train/batch_stats.hpp"
 #include "train/control.hpp"
 #include "train/model_source.hpp"
@@ -74,7 +75,8 @@ class Run {
   bool resume();
   /// On resume: auto keeps the algorithms of the checkpoint's buckets
   /// (`algos`, read on rank 0; written by `ranks` ranks) where it can.
-  void keep_bucket_algos(const std::string& algos, int ranks);
+  /// Returns whether the checkpoint's algorithms were kept.
+  bool keep_bucket_algos(const std::string& algos, int ranks);
   io::Checkpoint snapshot();
   void restore(io::Checkpoint& c);
   double epoch_progress() const;
@@ -98,6 +100,7 @@ class Run {
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<comm::ProgressEngine> engine_;
   std::unique_ptr<GradSync> sync_;
+  std::unique_ptr<AutoCheck> check_;          // auto's check on the run's own steps
   std::unique_ptr<BatchStats> batch_stats_;   // batch norm across ranks
   DeviceBuffer x_, y_;  // the current batch on the device
   DeviceBuffer acc_;    // gradient accumulation: the step's earlier micro-batches' sum

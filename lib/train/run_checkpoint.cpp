@@ -39,6 +39,7 @@ io::Checkpoint Run::snapshot() {
   m.version = build::version;
   m.wire = wire_name(cfg_.sync.wire);
   m.algos = algo_list(sync_->bucket_algos());
+  m.auto_check = check_->state();
   dev_.copy_to_host(host_.params.data(), model_->params().data(), host_.params.size() * 4);
   m.optimizer = optimizer_name(opt_->kind());
   m.optimizer_steps = opt_->steps();
@@ -138,7 +139,7 @@ bool Run::resume() {
       comm_->run(comm::Algo::Lp, {comm::CollKind::Bcast, arena.data(), arena.data(),
                                   static_cast<size_t>(arena.numel()), DType::F32, comm::ReduceOp::Sum, 0});
   comm_->device().synchronize();
-  keep_bucket_algos(c.meta.algos, static_cast<int>(pos[5]));
+  const bool kept = keep_bucket_algos(c.meta.algos, static_cast<int>(pos[5]));
   step_ = static_cast<int64_t>(pos[0]);
   samples_ = pos[1];
   train_->restore({pos[2], pos[3]});
@@ -157,6 +158,13 @@ bool Run::resume() {
   ScheduleConfig sc = schedule_->config();
   sc.total_steps = planned;
   schedule_ = std::make_unique<LrSchedule>(sc);
+  // Where auto's check stood (rank 0 read it): every rank goes on from there.
+  std::string check = c.meta.auto_check;
+  uint64_t len = check.size();
+  MPI_CHECK(MPI_Bcast(&len, 1, MPI_UINT64_T, 0, control_->comm()));
+  check.resize(len);
+  MPI_CHECK(MPI_Bcast(check.data(), static_cast<int>(len), MPI_CHAR, 0, control_->comm()));
+  check_->restore(check, step_, total_steps_ - step_, kept);
   if (rank_ == 0) {
     LPSGD_INFO("resuming from " << path << ": step " << step_ << ", epoch " << pos[2] << " at sample "
                                 << pos[3] << ", written by " << pos[5] << " rank"
@@ -193,9 +201,9 @@ bool Run::resume() {
 // adds in a different order, so the resumed run would not repeat the
 // interrupted one bit for bit. rank 0 read the checkpoint (`algos`, only
 // there); every rank learns the outcome.
-void Run::keep_bucket_algos(const std::string& algos, int ranks) {
+bool Run::keep_bucket_algos(const std::string& algos, int ranks) {
   const std::vector<comm::Algo> now = sync_->bucket_algos();
-  if (now.empty()) return;
+  if (now.empty()) return false;
   std::vector<int> codes(now.size(), -1);
   std::string why_not;
   if (rank_ == 0 && cfg_.sync.algo == comm::Algo::Auto && !algos.empty()) {
@@ -223,7 +231,7 @@ void Run::keep_bucket_algos(const std::string& algos, int ranks) {
                                                      << algo_list(now)
                                                      << (why_not.empty() ? "" : " (auto: " + why_not + ")")
                                                      << ": the same sums, added in another order");
-    return;
+    return false;
   }
   std::vector<comm::Algo> kept;
   for (int code : codes) kept.push_back(static_cast<comm::Algo>(code));
@@ -232,6 +240,7 @@ void Run::keep_bucket_algos(const std::string& algos, int ranks) {
     LPSGD_INFO("auto keeps the checkpoint's algorithms (" << algos << "; it would choose "
                                                           << algo_list(now)
                                                           << " now), so the run adds as the one it continues");
+  return true;
 }
 
 }  // namespace lpsgd::train::detail

@@ -185,6 +185,9 @@ Run::Run(Device& dev, const TrainConfig& cfg) : dev_(dev), cfg_(cfg), bar_(cfg.p
     sync_->set_accumulated(acc_.as<float>());
   }
   control_ = std::make_unique<Control>(*comm_, cfg_.comm_timeout_s);
+  check_ = std::make_unique<AutoCheck>(*sync_, *control_,
+                                       cfg_.sync.algo == comm::Algo::Auto ? cfg_.auto_check : AutoCheckMode::Off,
+                                       cfg_.sync.mode == SyncMode::Allreduce, 0, total_steps_);
 
   // Everything a step touches is allocated (and touched) now.
   const size_t sample = static_cast<size_t>(sh.sample_elems());
@@ -395,6 +398,11 @@ void Run::step(const io::Batch& first, double data_s) {
   interval_ += s;
   shown_ += s;
   ++step_;
+  // auto's check measures whole exchanges: the step's tail completes now.
+  if (check_->measures(step_)) {
+    settle();
+    check_->after_step(step_, now_s() - t0);
+  }
   // The forward's work on the last step's tail counts as apply, not compute.
   trace_->write({step_, t0, data_s, t1 - t0 - st.deferred_s, t2 - t1 + st.deferred_s, st.wait_s,
                  st.deferred_s},
@@ -558,6 +566,9 @@ TrainResult Run::go() {
                                  << steps_per_epoch() << " steps per epoch, " << total_steps_
                       << " steps; gradient sync: " << sync_->describe());
     if (world_ > 1) LPSGD_INFO("chain: " << comm_->chain().describe());
+    if (world_ > 1 && cfg_.sync.algo == comm::Algo::Auto)
+      LPSGD_INFO("cost model: " << comm_->model().describe() << "; auto check "
+                                << auto_check_name(cfg_.auto_check));
   }
   check_identical("at the start");
   io::Batch end;

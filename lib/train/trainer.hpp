@@ -19,6 +19,7 @@
 
 #include "comm/types.hpp"
 #include "device/device.hpp"
+#include "train/auto_check.hpp"
 #include "train/grad_sync.hpp"
 #include "train/optimizer.hpp"
 #include "train/report.hpp"
@@ -64,6 +65,9 @@ struct TrainConfig {
   /// The cost model's calibration (auto's choices, LP's block); "" for the
   /// cluster's own cached one, measured on first use.
   std::string calibration;
+  /// --algo auto checks its choices on the run's own steps and tries a
+  /// bucket's runner-up where it measures off (train/auto_check.hpp).
+  AutoCheckMode auto_check = AutoCheckMode::On;
   int window = 4;
   double comm_timeout_s = 300;
   // Reporting.

@@ -85,19 +85,37 @@ else
 fi
 
 # A cached calibration that no longer fits this machine's peer links (one
-# made while a peer was descheduled: α_shm of 4 ms) is measured again, and
-# auto then takes LP on one node, as a fresh calibration does.
+# made while a peer was descheduled: α_shm of 4 ms) is measured again (a
+# block faster than it predicts proves it wrong however busy the node is):
+# both where the file says it is sure (it no longer fits) and where it
+# predates saying so. Where the new measurement is sure of itself, auto then
+# takes LP on one node, as a fresh calibration does; one made beside other
+# work (another test) says so, and what it chooses is not judged here. On a
+# node too busy to measure, a block slower than predicted proves nothing:
+# the file is used unchecked, the log says so, and the case is skipped.
 home="$tmp/home"
 mkdir -p "$home/.cache/lpsgd"
-printf '%s\n' 'alpha_shm = 0.004' 'beta_shm = 2e-10' 'alpha_mpi = 2e-06' 'beta_mpi = 2e-10' \
-  'gamma = 3e-10' >"$home/.cache/lpsgd/calibration-$(hostname).ini"
-HOME=$home run 2 --algo auto --sizes 1M,4M -n 1 -w 1 >"$tmp/stale.out" 2>&1
-if grep -q "no longer fits the peer links" "$tmp/stale.out" && [[ $(grep -c ' auto:lp ' "$tmp/stale.out") -eq 2 ]] &&
-   ! grep -q 'alpha_shm = 0.004' "$home/.cache/lpsgd/calibration-$(hostname).ini"; then
-  echo "ok: a stale peer-link calibration is measured again; auto then takes LP"
-else
-  echo "FAIL: stale calibration:"; cat "$tmp/stale.out"; fails=$((fails + 1))
-fi
+cached="$home/.cache/lpsgd/calibration-$(hostname).ini"
+for kind in sure old; do
+  printf '%s\n' 'alpha_shm = 0.004' 'beta_shm = 2e-10' 'alpha_mpi = 2e-06' 'beta_mpi = 2e-10' \
+    'gamma = 3e-10' >"$cached"
+  [[ $kind == sure ]] && echo 'confidence = high' >>"$cached"
+  HOME=$home run 2 --algo auto --sizes 1M,4M -n 1 -w 1 >"$tmp/stale.out" 2>&1
+  said=$(grep -o 'the calibration in .*: measuring' "$tmp/stale.out" | head -1)
+  if [[ -z $said ]] && grep -q 'unchecked: the .* link measured without a core to itself' "$tmp/stale.out" &&
+     grep -q 'alpha_shm = 0.004' "$cached"; then
+    # Slower than it predicts, without a core to itself: that proves nothing.
+    echo "skipped: a stale $kind calibration: the node was too busy to judge it, so it was used unchecked (as the log says)"
+  elif [[ -z $said ]] || grep -q 'alpha_shm = 0.004' "$cached" || ! grep -q '^confidence = ' "$cached"; then
+    echo "FAIL: a stale $kind calibration is not measured again:"; cat "$tmp/stale.out"; fails=$((fails + 1))
+  elif grep -q '^confidence = low' "$cached"; then
+    echo "ok: a stale $kind calibration is measured again (the log: $said); the new one was made beside other work ($(grep '^note' "$cached")): auto's choice not judged"
+  elif [[ $(grep -c ' auto:lp ' "$tmp/stale.out") -eq 2 ]]; then
+    echo "ok: a stale $kind calibration is measured again (the log: $said); auto then takes LP"
+  else
+    echo "FAIL: after a sure calibration auto does not take LP on one node:"; cat "$tmp/stale.out"; fails=$((fails + 1))
+  fi
+done
 
 expect_error 2 "unknown algorithm 'fast'" -- "$LPSGD" bench --algo fast
 expect_error 2 "unknown collective 'gather'" -- "$LPSGD" bench --op gather

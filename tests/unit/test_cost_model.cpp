@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "comm/calibrate.hpp"
 #include "comm/cost_model.hpp"
 #include "core/error.hpp"
 
@@ -222,17 +223,107 @@ TEST(CostModel, TreeIsFillPlusSteps) {
 TEST(CostModel, SaveAndLoadRoundTrip) {
   const std::string path = ::testing::TempDir() + "lpsgd_calib/test.ini";
   CostModel m = model();
+  m.alpha_mpi = 2.0000000000000004e-06;  // a last bit that %g would lose
+  m.quality.confidence = CostModel::Confidence::Low;
+  m.quality.rounds = 4;
+  m.quality.cpu_share = 0.46;
+  m.quality.spread = 1.83;
+  m.quality.note = "beside other work";
+  m.quality.measured = "2026-12-07 15:03 UTC, 2 ranks on 1 node";
+  m.measured_with = CostModel::settings_now(4, 61440);
   m.save(path);
   const CostModel r = CostModel::load_or_default(path);
-  EXPECT_NEAR(r.alpha_mpi, m.alpha_mpi, 1e-12);
-  EXPECT_NEAR(r.beta_shm, m.beta_shm, 1e-16);
-  EXPECT_NEAR(r.gamma, m.gamma, 1e-16);
+  EXPECT_EQ(r.params(), m.params());  // every bit
   EXPECT_FALSE(r.mpi_neighbour_links);
+  EXPECT_EQ(r.quality.confidence, CostModel::Confidence::Low);
+  EXPECT_EQ(r.quality.rounds, 4);
+  EXPECT_DOUBLE_EQ(r.quality.cpu_share, 0.46);
+  EXPECT_DOUBLE_EQ(r.quality.spread, 1.83);
+  EXPECT_EQ(r.quality.note, "beside other work");
+  EXPECT_EQ(r.quality.measured, m.quality.measured);
+  EXPECT_EQ(r.measured_with.window, 4);
+  EXPECT_EQ(r.measured_with.mpi_message, 61440);
+  EXPECT_EQ(r.settings_differ(CostModel::settings_now(4, 61440)), "");
+  EXPECT_EQ(r.settings_differ(CostModel::settings_now(2, 61440)), "window 2 (measured with 4)");
   m.mpi_neighbour_links = true;
   m.save(path);
   EXPECT_TRUE(CostModel::load_or_default(path).mpi_neighbour_links);
   EXPECT_THROW(CostModel::load_or_default("/nonexistent/calibration.ini"), lpsgd::Error);
+  // A file written before calibrations said how sure they are: unknown.
+  {
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    std::fputs("alpha_shm = 1e-6\nbeta_shm = 1e-10\nalpha_mpi = 2e-6\nbeta_mpi = 8e-10\ngamma = 2e-10\n", f);
+    std::fclose(f);
+  }
+  EXPECT_EQ(CostModel::load_or_default(path).quality.confidence, CostModel::Confidence::Unknown);
+  for (const char* bad : {"confidence = maybe\n", "window = 2.5\n", "lp_direct = 3\n", "cpu_share = -1\n"}) {
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    std::fputs(bad, f);
+    std::fclose(f);
+    EXPECT_THROW(CostModel::load_or_default(path), lpsgd::Error) << bad;
+  }
   std::remove(path.c_str());
+}
+
+// The file decides: a model just measured and the same model read back from
+// its file make every choice alike (algorithm and block, every collective,
+// size and P, one node and several), and say so with the same fingerprint.
+// Before the numbers were written to the last bit, a near tie could go one
+// way when measured and the other way when read back.
+TEST(CostModel, AFreshCalibrationAndItsFileChooseAlike) {
+  const std::string path = ::testing::TempDir() + "lpsgd_calib/fresh.ini";
+  for (int variant = 0; variant < 3; ++variant) {
+    CostModel m;  // numbers with every digit significant, as measured ones are
+    m.alpha_shm = 4.605123456789e-07 * (1 + variant);
+    m.beta_shm = 1.7151612345678e-09 / (1 + variant);
+    m.alpha_mpi = 1.5731234567891e-06;
+    m.beta_mpi = 2.5220612345678e-09 * (variant == 2 ? 0.1 : 1.0);
+    m.gamma = 7.0007412345678e-10;
+    m.mpi_neighbour_links = variant == 1;
+    m.window = 4;
+    m.mpi_message = 60 << 10;
+    m.save(path);
+    CostModel r = CostModel::load_or_default(path);
+    r.window = m.window;            // the communicator sets both from its options,
+    r.mpi_message = m.mpi_message;  // for a fresh model and a read one alike
+    EXPECT_EQ(r.inputs_hash(), m.inputs_hash());
+    for (const LinkMix mix : {LinkMix{true, false, 2}, LinkMix{false, true, 1}, LinkMix{true, true, 4}})
+      for (CollKind k : {CollKind::Bcast, CollKind::Reduce, CollKind::Allreduce})
+        for (int P : {2, 3, 4, 7, 16, 64})
+          for (double n = 64; n <= 256.0 * 1024 * 1024; n *= 3.7) {
+            const Algo a = m.best_algo(k, n, P, 0, mix);
+            ASSERT_EQ(a, r.best_algo(k, n, P, 0, mix)) << "P=" << P << " n=" << n;
+            if (uses_blocks(a)) {
+              ASSERT_EQ(m.best_block(a, k, n, P, 0, mix), r.best_block(a, k, n, P, 0, mix));
+            }
+          }
+  }
+  std::remove(path.c_str());
+}
+
+// A measurement that is not sure of itself never replaces one that is; one
+// that is replaces whatever was there; between two unsure ones, the one
+// whose ranks had more of their cores.
+TEST(CostModel, OnlyASureMeasurementReplacesASureOne) {
+  using C = CostModel::Confidence;
+  const auto cal = [](C c, double share) {
+    CostModel m = model();
+    m.calibrated = true;
+    m.quality.confidence = c;
+    m.quality.cpu_share = share;
+    m.quality.note = c == C::Low ? "beside other work" : "";
+    return m;
+  };
+  std::string why;
+  EXPECT_TRUE(prefer_fresh(CostModel{}, cal(C::Low, 0.3), &why));
+  EXPECT_EQ(why, "there was none");
+  EXPECT_TRUE(prefer_fresh(cal(C::High, 0.99), cal(C::High, 0.97)));
+  EXPECT_FALSE(prefer_fresh(cal(C::High, 0.99), cal(C::Low, 0.5), &why));
+  EXPECT_NE(why.find("beside other work"), std::string::npos) << why;
+  EXPECT_TRUE(prefer_fresh(cal(C::Low, 0.4), cal(C::High, 0.9)));
+  EXPECT_TRUE(prefer_fresh(cal(C::Unknown, 0), cal(C::Low, 0.4)));  // a file from before quality
+  EXPECT_TRUE(prefer_fresh(cal(C::Low, 0.4), cal(C::Low, 0.6)));
+  EXPECT_FALSE(prefer_fresh(cal(C::Low, 0.6), cal(C::Low, 0.4)));
 }
 
 // One calibration file per cluster: one machine keeps its host's file; a set

@@ -12,6 +12,7 @@
 #include "core/rng.hpp"
 #include "nn/builder.hpp"
 #include "nn/layers.hpp"
+#include "train/auto_check.hpp"
 #include "train/grad_sync.hpp"
 #include "train/optimizer.hpp"
 #include "train/schedule.hpp"
@@ -254,4 +255,38 @@ TEST(LaunchPlan, HoldsNothingWithoutAMarginOrAPrediction) {
   EXPECT_EQ(hold_from({0.0}, 0.0, {5.0}), 1u);
   EXPECT_EQ(hold_from(ready, 0.10, {std::nan(""), 1.0, 1.0}), 3u);
   EXPECT_THROW(hold_from(ready, 0.10, {1.0}), Error);
+}
+
+// auto's check on the run's own steps (train/auto_check.hpp): which buckets
+// try their runner-up. A bucket tries it where it measured slower than the
+// model says the runner-up would be, or where the model could not tell the
+// two apart (within 25%); not where it is a sliver of the step, nor where
+// there is nothing to try; --auto-check always tries wherever it can.
+TEST(AutoCheck, TriesTheRunnerUpWhereTheChoiceIsOffByMoreThanItsMargin) {
+  BucketEvidence e;
+  e.chosen = comm::Algo::Ring;
+  e.predicted_s = 1.0e-3;
+  e.runner_up = comm::Algo::Lp;
+  e.runner_up_s = 2.0e-3;
+  const double step = 20e-3;
+  std::string why;
+  e.measured_s = 1.1e-3;  // as predicted, and the runner-up twice as dear
+  EXPECT_FALSE(should_try(e, step, AutoCheckMode::On, &why)) << why;
+  e.measured_s = 2.5e-3;  // slower than lp is predicted to be
+  EXPECT_TRUE(should_try(e, step, AutoCheckMode::On, &why));
+  EXPECT_NE(why.find("more than lp's 2 ms"), std::string::npos) << why;
+  e.measured_s = 1.0e-3;
+  e.runner_up_s = 1.2e-3;  // a close call
+  EXPECT_TRUE(should_try(e, step, AutoCheckMode::On, &why));
+  EXPECT_NE(why.find("within 25%"), std::string::npos) << why;
+  e.measured_s = 0.1e-3;  // both close and off, but under 1% of a 20 ms step
+  e.predicted_s = 0.01e-3;
+  e.runner_up_s = 0.011e-3;
+  EXPECT_FALSE(should_try(e, step, AutoCheckMode::On, &why));
+  EXPECT_TRUE(should_try(e, step, AutoCheckMode::Always, &why));
+  EXPECT_FALSE(should_try(e, step, AutoCheckMode::Off, &why));
+  e.runner_up = comm::Algo::Auto;  // nothing the model can price
+  EXPECT_FALSE(should_try(e, step, AutoCheckMode::Always, &why));
+  EXPECT_EQ(parse_auto_check("always"), AutoCheckMode::Always);
+  EXPECT_THROW(parse_auto_check("sometimes"), Error);
 }

@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# Rounds of `--algo auto` against the fixed algorithms, as a new user meets
+# them: each round starts from no calibration at all, trains once with auto
+# (which calibrates: the fresh run), once more reading what that run kept (the
+# read run), then with --algo lp, ring and tree, one after the other, so every
+# ratio compares runs of one round. A --beside round makes its calibration
+# beside another lpsgd training job on the same node (the normal state of a
+# shared node), then stops that job and judges the next quiet run that reads
+# the calibration. Writes DIR/rounds.tsv (one line per run) and prints
+# DIR/table.md: per round, auto's samples/s over the best fixed algorithm's,
+# the algorithms each auto run took (its first choice, and what its check on
+# the run's own steps kept) and the calibration's confidence.
+#
+#   jobs/local/auto-rounds.sh [--models mlp,lenet,resnet20] [--rounds 5] [--beside 0|1|both]
+#       [--np 2] [--cluster switch:4|chain:8 --rate 100mbit --ranks-per-node 2] [--steps N]
+#       [--out DIR]
+#
+# One node by default (NP ranks bound to cores where they fit, as jobs/local/
+# train.sh starts them); with --cluster, the namespace cluster of
+# jobs/local/netns-cluster.sh (needs root; brought up here and taken down at
+# the end), NODES x RANKS_PER_NODE ranks. Models: mlp (jobs/configs/
+# fmnist-mlp.ini's MLP, 600 steps), lenet (cnn:lenet, 300 steps), resnet20
+# (cnn:resnet20, 150 steps), all on Fashion-MNIST at batch 64 per rank: enough
+# steps for auto's check (100 at least) and a steady rate (--steps N sets
+# every model's; the check needs 100). The calibration
+# is this machine's (or cluster's) own cache file, removed before each round's
+# fresh run; the file in force is copied to DIR/cal-MODEL-ROUND.ini.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+# shellcheck source=tools/mpi.sh
+. tools/mpi.sh
+build=$(lpsgd_build_dir)
+lpsgd=$build/bin/lpsgd
+
+models=mlp,lenet,resnet20 rounds=5 beside=0 np=2 cluster="" rate=100mbit rpn=2 steps="" out=runs/auto-rounds
+die() { echo "auto-rounds.sh: error: $*" >&2; exit 2; }
+while (($#)); do
+  case $1 in
+    --models) models=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
+    --beside) beside=$2; shift 2 ;;
+    --np) np=$2; shift 2 ;;
+    --cluster) cluster=$2; shift 2 ;;
+    --rate) rate=$2; shift 2 ;;
+    --ranks-per-node) rpn=$2; shift 2 ;;
+    --steps) steps=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
+    *) die "unknown option '$1' (see --help)" ;;
+  esac
+done
+[[ $rounds =~ ^[1-9][0-9]*$ ]] || die "--rounds must be a positive number"
+case $beside in 0) kinds=quiet ;; 1) kinds=beside ;; both) kinds="quiet beside" ;; *) die "--beside must be 0, 1 or both" ;; esac
+[[ -x $lpsgd ]] || die "no $lpsgd: build first (tools/setup.sh)"
+[[ -f data/fashion-mnist.h5 ]] || datasets/fashion-mnist.sh --lpsgd "$lpsgd" >/dev/null
+mkdir -p "$out/logs"
+export OMP_NUM_THREADS=1
+
+cal_glob=""
+if [[ -n $cluster ]]; then
+  topo=${cluster%%:*} nodes=${cluster##*:}
+  [[ $topo =~ ^(switch|chain)$ && $nodes =~ ^[2-9][0-9]*$ ]] || die "--cluster must be switch:N or chain:N"
+  [[ $beside == 0 ]] || die "--beside is for one node (the other job shares its cores)"
+  jobs/local/netns-cluster.sh up --nodes "$nodes" --rate "$rate" --topology "$topo" >/dev/null
+  trap 'jobs/local/netns-cluster.sh down >/dev/null 2>&1 || true' EXIT
+  launch=(jobs/local/netns-cluster.sh run --ranks-per-node "$rpn" -- "$lpsgd")
+  where="$topo of $nodes namespace nodes at $rate, $rpn ranks each"
+  cal_glob="$HOME/.cache/lpsgd/calibration-lpsgd-n0+$nodes-*.ini"
+else
+  lpsgd_mpi_launcher "$build" "$np"
+  launch=("${MPIRUN[@]}" -n "$np" "$lpsgd")
+  where="one node, $np ranks"
+  cal_glob="$HOME/.cache/lpsgd/calibration-$(hostname).ini"
+fi
+cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
+fam=$(lscpu | sed -n 's/^CPU family: *//p' | head -1) mod=$(lscpu | sed -n 's/^Model: *//p' | head -1)
+isa=$(grep -o -w 'avx512_bf16\|avx512f\|avx2' /proc/cpuinfo | sort -u | tr '\n' ' ')
+echo "auto-rounds.sh: $where; $cpu (family $fam model $mod; $isa); outputs in $out"
+
+model_args() {  # model_args MODEL: its options, --steps or its own number of steps
+  case $1 in
+    mlp) echo "--config jobs/configs/fmnist-mlp.ini --max-steps ${steps:-600}" ;;
+    lenet) echo "--data data/fashion-mnist.h5 --model cnn:lenet --batch 64 --lr 0.05 --momentum 0.9 --max-steps ${steps:-300}" ;;
+    resnet20) echo "--data data/fashion-mnist.h5 --model cnn:resnet20 --batch 64 --lr 0.1 --momentum 0.9 --max-steps ${steps:-150}" ;;
+    *) die "unknown model '$1' (mlp, lenet or resnet20)" ;;
+  esac
+}
+
+# train LOG MODEL ARGS...: one run; prints "samples/s<TAB>first choice<TAB>final choice".
+train() {
+  local log=$1 model=$2; shift 2
+  local margs
+  read -r -a margs <<<"$(model_args "$model")"
+  "${launch[@]}" train "${margs[@]}" --progress off --eval-every 0 "$@" </dev/null >"$log" 2>&1 \
+    || { echo "auto-rounds.sh: a run failed, see $log" >&2; tail -5 "$log" >&2; return 1; }
+  local rate first final
+  rate=$(sed -n 's/.* samples_per_s=\([0-9.]*\).*/\1/p' "$log" | tail -1)
+  first=$(sed -n 's/.*gradient sync: .*wire [a-z0-9]*, \(.*\)$/\1/p' "$log" | head -1 | sed 's/ (auto)//; s/ block [0-9KM]*//g')
+  final=$(sed -n 's/.*the choices are final: \(.*\)$/\1/p; s/.*the choices stand: \(.*\)$/\1/p' "$log" | tail -1)
+  printf '%s\t%s\t%s\n' "$rate" "$first" "${final:--}"
+}
+
+# another_job: a second lpsgd training job on the node, for as long as it is needed.
+other=""
+another_job() {
+  "${MPIRUN[@]}" -n 2 "$lpsgd" train --config jobs/configs/fmnist-mlp.ini --epochs 1000 --progress off \
+    --algo lp --calibration /dev/null </dev/null >"$out/logs/other-job.log" 2>&1 &
+  other=$!
+  sleep 4  # past its start-up, into its steps
+}
+stop_other() { [[ -z $other ]] || { kill "$other" 2>/dev/null || true; wait "$other" 2>/dev/null || true; other=""; sleep 1; }; }
+trap 'stop_other; [[ -z $cluster ]] || jobs/local/netns-cluster.sh down >/dev/null 2>&1 || true' EXIT
+
+tsv=$out/rounds.tsv
+printf 'model\tround\tkind\trun\tsamples_per_s\tfirst\tfinal\tconfidence\n' >"$tsv"
+for model in ${models//,/ }; do
+  for kind in $kinds; do
+    for ((r = 1; r <= rounds; r++)); do
+      # shellcheck disable=SC2086  # the glob is meant to expand
+      rm -f $cal_glob
+      tag=$model-$kind-$r
+      [[ $kind == beside ]] && another_job
+      fresh=$(train "$out/logs/$tag-fresh.log" "$model" --algo auto)
+      stop_other
+      read_run=$(train "$out/logs/$tag-read.log" "$model" --algo auto)
+      cal=""
+      for f in $cal_glob; do [[ -f $f ]] && cal=$f; done
+      conf=none
+      [[ -n $cal ]] && conf=$(sed -n 's/^confidence = //p' "$cal")
+      [[ -n $cal ]] && cp "$cal" "$out/cal-$tag.ini"
+      printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$model" "$r" "$kind" fresh "$fresh" "$conf" >>"$tsv"
+      printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$model" "$r" "$kind" read "$read_run" "$conf" >>"$tsv"
+      for algo in lp ring tree; do
+        fixed=$(train "$out/logs/$tag-$algo.log" "$model" --algo "$algo")
+        printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$model" "$r" "$kind" "$algo" "$fixed" "$conf" >>"$tsv"
+      done
+      echo "auto-rounds.sh: $tag done"
+    done
+  done
+done
+/usr/bin/python3 - "$tsv" "$where" "$cpu (family $fam model $mod; $isa)" >"$out/table.md" <<'PY'
+import csv, sys
+from collections import defaultdict
+rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
+print(f"{sys.argv[2]}; {sys.argv[3]}\n")
+print("| model | round | calibration made | confidence | fresh run / best | read run / best | best fixed (samples/s) | fresh: first -> kept | read: first -> kept |")
+print("|---|---|---|---|---|---|---|---|---|")
+by = defaultdict(dict)
+for r in rows:
+    by[(r["model"], r["kind"], int(r["round"]))][r["run"]] = r
+worst = defaultdict(lambda: 9.0)
+for (model, kind, rnd), runs in sorted(by.items()):
+    fixed = {a: float(runs[a]["samples_per_s"]) for a in ("lp", "ring", "tree") if a in runs}
+    best_algo = max(fixed, key=fixed.get)
+    best = fixed[best_algo]
+    f, rd = runs["fresh"], runs["read"]
+    ratio_f = float(f["samples_per_s"]) / best
+    ratio_r = float(rd["samples_per_s"]) / best
+    judged = [ratio_r] if kind == "beside" else [ratio_f, ratio_r]
+    worst[(model, kind)] = min([worst[(model, kind)]] + judged)
+    fr = f"{ratio_f:.2f}" + (" (beside)" if kind == "beside" else "")
+    print(f"| {model} | {rnd} | {kind} | {f['confidence']} | {fr} | {ratio_r:.2f} | {best_algo} {best:,.0f} | "
+          f"{f['first']} -> {f['final']} | {rd['first']} -> {rd['final']} |")
+print()
+for (model, kind), w in sorted(worst.items()):
+    print(f"- {model}, calibration made {kind}: auto's worst judged run at {w:.2f}x the best fixed algorithm")
+PY
+cat "$out/table.md"
