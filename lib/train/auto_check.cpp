@@ -96,6 +96,10 @@ bool AutoCheck::measures(int64_t step) const {
 
 void AutoCheck::after_step(int64_t step, double step_s) {
   if (!measures(step)) return;
+  // A process's first step pays its warm-up (first touches, cold caches):
+  // left out where the phase has more steps to come (a run resumed inside
+  // the trial compares its steps with the run's before the checkpoint).
+  if (step == started_ + 1 && step < phase_end()) return;
   samples_.push_back(sync_.exchange_s());
   step_samples_.push_back(step_s);
   if (step < phase_end()) return;
@@ -187,10 +191,15 @@ void AutoCheck::decide_trial(int64_t step) {
   double step_s = 0;
   const std::vector<double> measured = agreed(step_s);
   const std::vector<comm::Algo> trial = sync_.bucket_algos();
+  // A bucket keeps its runner-up where its collective was faster and the
+  // steps were not slower: a collective that runs while backward computes
+  // can finish sooner and still cost the step more (it takes the cores
+  // backward needed), and the step is what training pays.
+  const bool steps_no_slower = step_s <= chosen_step_s_;
   std::ostringstream log;
   for (size_t b = 0; b < trial.size(); ++b) {
     if (trial[b] == chosen_[b]) continue;
-    const bool keep = measured[b] < chosen_s_[b];
+    const bool keep = measured[b] < chosen_s_[b] && steps_no_slower;
     log << (log.tellp() > 0 ? "; " : "") << "bucket " << b << " "
         << (keep ? "keeps " : "goes back to ") << comm::algo_name(keep ? trial[b] : chosen_[b]) << " ("
         << comm::algo_name(trial[b]) << " " << ms(measured[b]) << ", " << comm::algo_name(chosen_[b])
@@ -200,8 +209,9 @@ void AutoCheck::decide_trial(int64_t step) {
   phase_ = Phase::Done;
   if (control_.rank() == 0)
     LPSGD_INFO("auto check at step " << step << ": " << log.str() << "; steps of " << ms(step_s)
-                                     << " in the trial, " << ms(chosen_step_s_)
-                                     << " before; the choices are final: " << join_algos(sync_.bucket_algos()));
+                                     << " in the trial, " << ms(chosen_step_s_) << " before"
+                                     << (steps_no_slower ? "" : " (slower: the trial's algorithms go back)")
+                                     << "; the choices are final: " << join_algos(sync_.bucket_algos()));
 }
 
 std::string AutoCheck::state() const {
@@ -220,6 +230,7 @@ void AutoCheck::restore(const std::string& state, int64_t step, int64_t remainin
   samples_.clear();
   step_samples_.clear();
   phase_ = Phase::Done;
+  started_ = step;
   if (mode_ == AutoCheckMode::Off || !allreduce_ || sync_.bucket_algos().empty()) return;
   // Measure again from here unless the state continues exactly (and the run
   // is long enough to gain from it).

@@ -13,7 +13,8 @@
 //            runner-up would take (it is off by more than its margin), or
 //            where the model put the two within kCloseCall of each other (too
 //            close for it to call), the runner-up goes for kTrialSteps steps
-//   done     each such bucket keeps the faster of the two; no more switches
+//   done     each such bucket keeps the runner-up where its collective was
+//            faster and the trial's steps were not slower; no more switches
 //
 // One trial per run: each bucket's algorithm changes at most twice (to the
 // runner-up and, if that was slower, back), always between steps. Every rank
@@ -121,6 +122,7 @@ class AutoCheck {
   bool allreduce_;
   Phase phase_ = Phase::Done;
   int64_t begin_ = 0;                   // the phase measures the steps after this step count
+  int64_t started_ = 0;                 // the step count this process started from
   std::vector<std::vector<double>> samples_;  // per measured step: each bucket's seconds
   std::vector<double> step_samples_;    // per measured step: its seconds
   // The trial: what the chosen algorithms took, and which buckets try.
