@@ -13,18 +13,20 @@
 # configuration differ by up to 20% here (the MLP at lp: 31-38 thousand
 # samples/s in six runs on an idle node), so each read run and each fixed
 # algorithm runs --repeat times, interleaved, and the table compares medians;
-# the fresh run calibrates, so it is one run, shown beside them.
+# the fresh run calibrates, so it is one run, shown beside them. --lock FILE
+# holds an exclusive flock(1) on FILE through each round (and only then), so
+# that other work on the machine waits between rounds, not inside one.
 #
 #   jobs/local/auto-rounds.sh [--models mlp,lenet,resnet20] [--rounds 5] [--beside 0|1|both]
 #       [--np 2] [--cluster switch:4|chain:8 --rate 100mbit --ranks-per-node 2] [--steps N]
-#       [--repeat 3] [--out DIR]
+#       [--repeat 3] [--lock FILE] [--out DIR]
 #
 # One node by default (NP ranks bound to cores where they fit, as jobs/local/
 # train.sh starts them); with --cluster, the namespace cluster of
 # jobs/local/netns-cluster.sh (needs root; brought up here and taken down at
-# the end), NODES x RANKS_PER_NODE ranks. Models: mlp (jobs/configs/
-# fmnist-mlp.ini's MLP, 600 steps), lenet (cnn:lenet, 300 steps), resnet20
-# (cnn:resnet20, 150 steps), all on Fashion-MNIST at batch 64 per rank: enough
+# the end), NODES x RANKS_PER_NODE ranks. Models: the recipes of jobs/configs/
+# fmnist-mlp.ini (600 steps), fmnist-cnn.ini (LeNet, 300 steps) and
+# fmnist-resnet20.ini (150 steps), on Fashion-MNIST at batch 64 per rank: enough
 # steps for auto's check (100 at least) and a steady rate (--steps N sets
 # every model's; the check needs 100). The calibration
 # is this machine's (or cluster's) own cache file, removed before each round's
@@ -37,7 +39,7 @@ build=$(lpsgd_build_dir)
 lpsgd=$build/bin/lpsgd
 
 models=mlp,lenet,resnet20 rounds=5 beside=0 np=2 cluster="" rate=100mbit rpn=2 steps="" repeat=3
-out=runs/auto-rounds
+lock="" out=runs/auto-rounds
 die() { echo "auto-rounds.sh: error: $*" >&2; exit 2; }
 while (($#)); do
   case $1 in
@@ -50,6 +52,7 @@ while (($#)); do
     --ranks-per-node) rpn=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --repeat) repeat=$2; shift 2 ;;
+    --lock) lock=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
@@ -86,8 +89,8 @@ echo "auto-rounds.sh: $where; $cpu (family $fam model $mod; $isa); outputs in $o
 model_args() {  # model_args MODEL: its options, --steps or its own number of steps
   case $1 in
     mlp) echo "--config jobs/configs/fmnist-mlp.ini --max-steps ${steps:-600}" ;;
-    lenet) echo "--data data/fashion-mnist.h5 --model cnn:lenet --batch 64 --lr 0.05 --momentum 0.9 --max-steps ${steps:-300}" ;;
-    resnet20) echo "--data data/fashion-mnist.h5 --model cnn:resnet20 --batch 64 --lr 0.1 --momentum 0.9 --max-steps ${steps:-150}" ;;
+    lenet) echo "--config jobs/configs/fmnist-cnn.ini --max-steps ${steps:-300}" ;;
+    resnet20) echo "--config jobs/configs/fmnist-resnet20.ini --max-steps ${steps:-150}" ;;
     *) die "unknown model '$1' (mlp, lenet or resnet20)" ;;
   esac
 }
@@ -128,6 +131,7 @@ for model in ${models//,/ }; do
       # shellcheck disable=SC2086  # the glob is meant to expand
       rm -f $cal_glob
       tag=$model-$kind-$r
+      if [[ -n $lock ]]; then exec 9>"$lock" && flock -x 9; fi
       [[ $kind == beside ]] && another_job
       row fresh 1 "$(train "$out/logs/$tag-fresh.log" "$model" --algo auto)"
       stop_other
@@ -138,6 +142,7 @@ for model in ${models//,/ }; do
         done
       done
       for f in $cal_glob; do [[ -f $f ]] && cp "$f" "$out/cal-$tag.ini"; done
+      if [[ -n $lock ]]; then flock -u 9 && exec 9>&-; fi
       echo "auto-rounds.sh: $tag done"
     done
   done
