@@ -56,3 +56,9 @@ lpsgd_mpi_test(test_comm_errors SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_comm_erro
 # The trainer's control channel (lib/train/control.cpp).
 lpsgd_mpi_test(test_control SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_control.cpp
   DEPS lpsgd_train RANKS 1 2 3 TIMEOUT 120)
+# Calibration on real ranks: one model and one verdict everywhere; the start-up
+# check tells a wrong calibration from a busy node.
+lpsgd_mpi_test(test_calibrate SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_calibrate.cpp DEPS lpsgd_comm
+  RANKS 2 3 TIMEOUT 300)
+lpsgd_mpi_test(test_calibrate SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_calibrate.cpp DEPS lpsgd_comm
+  RANKS 4 SUFFIX rpn2 ENV "LPSGD_RANKS_PER_NODE=2" TIMEOUT 300)
